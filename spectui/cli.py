@@ -1,0 +1,117 @@
+"""The `spectui` command line.
+
+A bare `spectui` opens the chat app. Heavy modules (llama.cpp, Textual, huggingface_hub) are
+imported inside each command, so `spectui --help` and `spectui list` start instantly.
+A `SpectuiError` is printed as one line on stderr with exit code 1, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from spectui import __version__
+from spectui.errors import SpectuiError
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def parse_k(value: str) -> int | str:
+    """A draft length: an integer 0..16 or `auto`."""
+    if value == "auto":
+        return "auto"
+    try:
+        k = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"draft length must be 0..16 or 'auto', not {value!r}") from None
+    if not 0 <= k <= 16:
+        raise argparse.ArgumentTypeError(f"draft length must be 0..16 or 'auto', not {k}")
+    return k
+
+
+def parse_k_list(value: str) -> list[int | str]:
+    """`4`, `auto`, or a sweep such as `1,2,4,8`."""
+    return [parse_k(part.strip()) for part in value.split(",") if part.strip()]
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """Options shared by `chat` and `bench`: which models, and how to run them."""
+    parser.add_argument("--target", help="path to the target GGUF (instead of a pair)")
+    parser.add_argument("--draft", help="path to the draft GGUF (instead of a pair)")
+    parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0 = greedy)")
+    parser.add_argument("--seed", type=int, default=None, help="seed for sampling (same seed, same output)")
+    parser.add_argument("--max-tokens", type=int, default=None, help="most tokens per reply")
+    parser.add_argument("--ctx", type=int, default=4096, help="context length in tokens (default 4096)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
+    parser.add_argument(
+        "--n-gpu-layers", type=int, default=None, help="target layers to offload (default: all when a GPU is usable)"
+    )
+    parser.add_argument(
+        "--draft-n-gpu-layers", type=int, default=None, help="draft layers to offload (default: as --n-gpu-layers)"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="spectui", description="Faster local chat with llama.cpp through speculative decoding."
+    )
+    parser.add_argument("--version", action="version", version=f"spectui {__version__}")
+    sub = parser.add_subparsers(dest="command")
+
+    chat = sub.add_parser("chat", help="open the chat app (the default)")
+    chat.add_argument("pair", nargs="?", help="a pair from `spectui list` (default: the demo pair)")
+    add_model_options(chat)
+    chat.add_argument("-k", "--draft-length", type=parse_k, default=None, help="draft length 0..16 or auto")
+    chat.add_argument("--system", default=None, help="system prompt")
+    chat.add_argument("--resume", action="store_true", help="reopen the last conversation")
+
+    bench = sub.add_parser("bench", help="measure speculative vs. plain decoding, headless")
+    bench.add_argument("--pair", default=None, help="a pair from `spectui list` (default: the demo pair)")
+    add_model_options(bench)
+    bench.add_argument("-k", "--draft-length", type=parse_k_list, default=None, help="K, `auto`, or a sweep 1,2,4,8")
+    bench.add_argument("--prompt", action="append", default=None, help="a prompt (repeatable)")
+    bench.add_argument("--json", action="store_true", help="one JSON object per K on stdout")
+
+    pull = sub.add_parser("pull", help="download a target/draft pair from the Hugging Face Hub")
+    pull.add_argument("pair", nargs="?", help="a pair name from models.toml")
+    pull.add_argument("--target", help="ad-hoc target: REPO:FILE or a local path")
+    pull.add_argument("--draft", help="ad-hoc draft: REPO:FILE or a local path")
+    pull.add_argument("--name", help="name for an ad-hoc pair")
+
+    listing = sub.add_parser("list", help="list catalog pairs and whether they are pulled")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+
+    rm = sub.add_parser("rm", help="forget a pulled pair and delete files only it uses")
+    rm.add_argument("pair")
+    return parser
+
+
+def _command(name: str) -> Command:
+    """Import the command's implementation only when it runs (keeps start-up fast)."""
+    if name == "chat":
+        from spectui.ui.run import chat_command
+
+        return chat_command
+    if name == "bench":
+        from spectui.bench import bench_command
+
+        return bench_command
+    from spectui.catalog import commands
+
+    return {"pull": commands.pull_command, "list": commands.list_command, "rm": commands.rm_command}[name]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args(["chat", *(argv or sys.argv[1:])])
+    try:
+        return _command(args.command)(args)
+    except SpectuiError as error:
+        print(f"spectui: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("spectui: interrupted", file=sys.stderr)
+        return 130

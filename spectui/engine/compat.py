@@ -1,0 +1,76 @@
+"""Can this draft propose tokens for this target? llama.cpp's rules, with a reason on refusal.
+
+The rules are those of llama.cpp's `common_speculative_are_compatible`: the same vocabulary type;
+the same BOS/EOS add-flags, and the same BOS/EOS ids where a flag is set; vocabulary sizes within
+128 of each other (padded vocabularies differ a little); and the same text for every token from
+id 5 on. The error names the first mismatch, e.g. "token 151665: '<tool_call>' vs '<|im_end|>'".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from spectui.errors import IncompatibleDraftError
+
+MAX_VOCAB_SIZE_DIFFERENCE = 128
+FIRST_COMPARED_TOKEN = 5
+
+
+class Vocabulary(Protocol):
+    """What the check reads from a model (a `LlamaModel` loaded with or without weights)."""
+
+    @property
+    def n_vocab(self) -> int: ...
+    @property
+    def vocab_type(self) -> int: ...
+    @property
+    def add_bos(self) -> bool: ...
+    @property
+    def add_eos(self) -> bool: ...
+    @property
+    def bos_id(self) -> int: ...
+    @property
+    def eos_id(self) -> int: ...
+    def token_text(self, token: int) -> str: ...
+
+
+def first_mismatch(target: Vocabulary, draft: Vocabulary) -> str | None:
+    """A short description of the first rule the pair breaks, or None when compatible."""
+    if target.vocab_type != draft.vocab_type:
+        return f"vocabulary type {target.vocab_type} vs {draft.vocab_type}"
+    if target.add_bos != draft.add_bos:
+        return f"add-BOS flag {target.add_bos} vs {draft.add_bos}"
+    if target.add_eos != draft.add_eos:
+        return f"add-EOS flag {target.add_eos} vs {draft.add_eos}"
+    if target.add_bos and target.bos_id != draft.bos_id:
+        return f"BOS id {target.bos_id} vs {draft.bos_id}"
+    if target.add_eos and target.eos_id != draft.eos_id:
+        return f"EOS id {target.eos_id} vs {draft.eos_id}"
+    gap = abs(target.n_vocab - draft.n_vocab)
+    if gap > MAX_VOCAB_SIZE_DIFFERENCE:
+        return f"vocabulary size {target.n_vocab} vs {draft.n_vocab} (differ by {gap} > {MAX_VOCAB_SIZE_DIFFERENCE})"
+    for token in range(FIRST_COMPARED_TOKEN, min(target.n_vocab, draft.n_vocab)):
+        a, b = target.token_text(token), draft.token_text(token)
+        if a != b:
+            return f"token {token}: {a!r} vs {b!r}"
+    return None
+
+
+def check_compatible(target: Vocabulary, draft: Vocabulary, *, target_name: str = "target",
+                     draft_name: str = "draft") -> None:
+    """Raise `IncompatibleDraftError` naming the first mismatch."""
+    mismatch = first_mismatch(target, draft)
+    if mismatch is not None:
+        raise IncompatibleDraftError(
+            f"draft {draft_name} does not share the tokenizer of target {target_name} ({mismatch}); "
+            "pick a draft from the same model family and generation"
+        )
+
+
+def check_compatible_files(target: Path, draft: Path) -> None:
+    """The same check on two GGUF files, reading only their vocabularies (fast, no weights)."""
+    from spectui.engine.model import LlamaModel
+
+    with LlamaModel.load(target, vocab_only=True) as t, LlamaModel.load(draft, vocab_only=True) as d:
+        check_compatible(t, d, target_name=target.name, draft_name=draft.name)

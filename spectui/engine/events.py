@@ -1,0 +1,97 @@
+"""What the generator yields: text pieces, per-cycle stats, and a final summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+StopReason = Literal["eos", "stop", "length", "context", "cancelled"]
+
+
+@dataclass(frozen=True)
+class TextPiece:
+    """Decoded text of one or more tokens, never splitting a UTF-8 character."""
+
+    text: str
+    from_draft: bool
+    """True when the draft proposed these tokens and the target accepted them."""
+
+
+@dataclass(frozen=True)
+class CycleStats:
+    """One draft-then-verify cycle (or one plain target step when K = 0)."""
+
+    k: int
+    """Tokens the draft was asked for this cycle (0 when speculation is off)."""
+    drafted: int
+    """Tokens the draft actually proposed (it may stop early when unsure)."""
+    accepted: int
+    """Drafted tokens the target accepted."""
+    emitted: int
+    """Tokens this cycle added to the reply (accepted + the target's own token)."""
+    seconds: float
+
+
+@dataclass
+class GenerationStats:
+    """Running totals for one reply; `Finished` carries the final copy."""
+
+    prompt_tokens: int = 0
+    prompt_seconds: float = 0.0
+    generated_tokens: int = 0
+    decode_seconds: float = 0.0
+    drafted: int = 0
+    accepted: int = 0
+    target_passes: int = 0
+    accept_histogram: list[int] = field(default_factory=lambda: [0] * 17)
+    """accept_histogram[n] counts cycles in which n drafted tokens were accepted."""
+
+    def add_cycle(self, cycle: CycleStats) -> None:
+        self.generated_tokens += cycle.emitted
+        self.decode_seconds += cycle.seconds
+        self.drafted += cycle.drafted
+        self.accepted += cycle.accepted
+        self.target_passes += 1
+        if cycle.drafted:
+            self.accept_histogram[min(cycle.accepted, 16)] += 1
+
+    @property
+    def acceptance_rate(self) -> float:
+        """accepted / drafted over the reply (0 when nothing was drafted)."""
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def mean_accepted(self) -> float:
+        """Tokens produced per target forward pass (1.0 without speculation)."""
+        return self.generated_tokens / self.target_passes if self.target_passes else 0.0
+
+    @property
+    def decode_tps(self) -> float:
+        return self.generated_tokens / self.decode_seconds if self.decode_seconds > 0 else 0.0
+
+    @property
+    def prompt_tps(self) -> float:
+        return self.prompt_tokens / self.prompt_seconds if self.prompt_seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Emitted after every cycle: that cycle and a snapshot of the totals so far."""
+
+    cycle: CycleStats
+    totals: GenerationStats
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The last event of a generation."""
+
+    reason: StopReason
+    stats: GenerationStats
+    tokens: tuple[int, ...]
+    text: str
+    message: str = ""
+    """For reason == 'context': what happened and what to do, for the user."""
+
+
+Event = TextPiece | Progress | Finished

@@ -1,0 +1,35 @@
+"""User-facing errors: each carries one line that says what went wrong and what to do.
+
+The CLI prints `str(error)` and exits non-zero; the UI shows it in a notification. Anything that
+is not a `SpectuiError` is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class SpectuiError(Exception):
+    """An error the user can act on; its message is one line ending in what to do."""
+
+
+class ModelLoadError(SpectuiError):
+    """A GGUF file is missing, unreadable, truncated, or not a model llama.cpp can load."""
+
+
+class IncompatibleDraftError(SpectuiError):
+    """The draft cannot propose tokens for this target (different vocabulary or special tokens)."""
+
+
+class UnsupportedModelError(SpectuiError):
+    """The model cannot be used for speculation (e.g. its KV cache cannot be partially rolled back)."""
+
+
+class ContextFullError(SpectuiError):
+    """The context window has no room left for the prompt or the reply."""
+
+
+class CatalogError(SpectuiError):
+    """models.toml is malformed or names an unknown pair."""
+
+
+class PullError(SpectuiError):
+    """Downloading a pair failed (gated repo, missing file, no disk space, network)."""

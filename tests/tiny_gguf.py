@@ -1,0 +1,169 @@
+"""Generate tiny, real GGUF models for the test suite.
+
+The models are `llama`-architecture networks with random weights and a real byte-level BPE
+tokenizer (llama.cpp's `gpt2` tokenizer model): 256 byte tokens, a handful of merges, and
+ChatML-style control tokens, so llama.cpp loads, tokenizes, templates and decodes them exactly as
+it would a downloaded model. A draft is *derived* from its target: it shares the embeddings, the
+output head and the first layer, so its next-token distribution is correlated with the target's
+and acceptance lands strictly between 0 and 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+SPECIAL_TOKENS = ["<s>", "</s>", "<|im_start|>", "<|im_end|>", "<pad>"]
+BOS_ID, EOS_ID, IM_START_ID, IM_END_ID = 0, 1, 2, 3
+MERGES = [
+    ("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("Ġ", "a"), ("e", "r"), ("o", "n"),
+    ("Ġ", "s"), ("r", "e"), ("Ġ", "w"), ("a", "t"), ("e", "n"), ("Ġ", "o"), ("i", "s"),
+]
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content']"
+    " + '<|im_end|>' + '\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable-character map (what llama.cpp's BPE expects)."""
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    chars = printable[:]
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return dict(zip(printable, map(chr, chars), strict=True))
+
+
+def vocabulary() -> list[str]:
+    byte_tokens = [bytes_to_unicode()[b] for b in range(256)]
+    return SPECIAL_TOKENS + byte_tokens + [a + b for a, b in MERGES]
+
+
+@dataclass(frozen=True)
+class TinySpec:
+    """Shape and tokenizer metadata of one tiny model."""
+
+    n_layer: int = 4
+    n_embd: int = 64
+    n_head: int = 4
+    n_ff: int = 128
+    context_length: int = 4096
+    eos_id: int = EOS_ID
+    chat_template: str | None = CHATML_TEMPLATE
+    tokens: tuple[str, ...] = tuple(vocabulary())
+
+
+def random_weights(spec: TinySpec, seed: int, logit_scale: float = 6.0) -> dict[str, np.ndarray]:
+    """Random llama weights; deeper layers write small updates so a 1-layer draft tracks them."""
+    rng = np.random.default_rng(seed)
+    d, ff, n_vocab = spec.n_embd, spec.n_ff, len(spec.tokens)
+
+    def mat(rows: int, cols: int, scale: float = 1.0) -> np.ndarray:
+        return (rng.standard_normal((rows, cols)) * scale / np.sqrt(cols)).astype(np.float32)
+
+    weights = {
+        "token_embd.weight": rng.standard_normal((n_vocab, d)).astype(np.float32),
+        "output_norm.weight": np.ones(d, dtype=np.float32),
+        "output.weight": mat(n_vocab, d, logit_scale),
+    }
+    for i in range(spec.n_layer):
+        depth_scale = 1.0 if i == 0 else 0.35
+        weights |= {
+            f"blk.{i}.attn_norm.weight": np.ones(d, dtype=np.float32),
+            f"blk.{i}.attn_q.weight": mat(d, d),
+            f"blk.{i}.attn_k.weight": mat(d, d),
+            f"blk.{i}.attn_v.weight": mat(d, d),
+            f"blk.{i}.attn_output.weight": mat(d, d, depth_scale),
+            f"blk.{i}.ffn_norm.weight": np.ones(d, dtype=np.float32),
+            f"blk.{i}.ffn_gate.weight": mat(ff, d),
+            f"blk.{i}.ffn_up.weight": mat(ff, d),
+            f"blk.{i}.ffn_down.weight": mat(d, ff, depth_scale),
+        }
+    return weights
+
+
+def derive_draft(target_weights: dict[str, np.ndarray], n_layer: int = 1) -> dict[str, np.ndarray]:
+    """The draft keeps the target's embeddings, head and first `n_layer` layers."""
+    keep = {f"blk.{i}." for i in range(n_layer)}
+    return {
+        name: w
+        for name, w in target_weights.items()
+        if not name.startswith("blk.") or any(name.startswith(k) for k in keep)
+    }
+
+
+def write_gguf(path: Path, spec: TinySpec, weights: dict[str, np.ndarray], name: str) -> Path:
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name(name)
+    writer.add_context_length(spec.context_length)
+    writer.add_embedding_length(spec.n_embd)
+    writer.add_block_count(spec.n_layer)
+    writer.add_feed_forward_length(spec.n_ff)
+    writer.add_head_count(spec.n_head)
+    writer.add_head_count_kv(spec.n_head)
+    writer.add_rope_dimension_count(spec.n_embd // spec.n_head)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_vocab_size(len(spec.tokens))
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt-2")
+    writer.add_token_list(list(spec.tokens))
+    n_special = len(SPECIAL_TOKENS)
+    writer.add_token_types(
+        [gguf.TokenType.CONTROL] * n_special + [gguf.TokenType.NORMAL] * (len(spec.tokens) - n_special)
+    )
+    writer.add_token_merges([f"{a} {b}" for a, b in MERGES])
+    writer.add_bos_token_id(BOS_ID)
+    writer.add_eos_token_id(spec.eos_id)
+    writer.add_add_bos_token(False)
+    if spec.chat_template is not None:
+        writer.add_chat_template(spec.chat_template)
+    for tensor_name, tensor in weights.items():
+        writer.add_tensor(tensor_name, tensor)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@dataclass(frozen=True)
+class TinyPair:
+    target: Path
+    draft: Path
+
+
+def write_pair(
+    directory: Path, seed: int = 1234, spec: TinySpec | None = None, draft_layers: int = 1
+) -> TinyPair:
+    """Write a target and a correlated draft into `directory`."""
+    spec = spec or TinySpec()
+    directory.mkdir(parents=True, exist_ok=True)
+    weights = random_weights(spec, seed)
+    target = write_gguf(directory / "target.gguf", spec, weights, "tiny-target")
+    draft_spec = replace(spec, n_layer=draft_layers)
+    draft = write_gguf(directory / "draft.gguf", draft_spec, derive_draft(weights, draft_layers), "tiny-draft")
+    return TinyPair(target=target, draft=draft)
+
+
+def write_incompatible_draft(directory: Path, seed: int = 1234, swap_id: int = 100) -> Path:
+    """A draft whose vocabulary differs from `write_pair`'s at token `swap_id`."""
+    spec = TinySpec()
+    tokens = list(spec.tokens)
+    tokens[swap_id], tokens[swap_id + 1] = tokens[swap_id + 1], tokens[swap_id]
+    bad = replace(spec, n_layer=1, tokens=tuple(tokens))
+    directory.mkdir(parents=True, exist_ok=True)
+    weights = derive_draft(random_weights(spec, seed), 1)
+    return write_gguf(directory / "draft-incompatible.gguf", bad, weights, "tiny-bad-draft")
