@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 StopReason = Literal["eos", "stop", "length", "context", "cancelled"]
@@ -37,8 +37,12 @@ class GenerationStats:
     """Running totals for one reply; `Finished` carries the final copy."""
 
     prompt_tokens: int = 0
+    """Prompt tokens actually decoded (a reused KV-cache prefix is not counted)."""
     prompt_seconds: float = 0.0
     generated_tokens: int = 0
+    """Every token of the reply; the first comes out of the prompt pass."""
+    decode_tokens: int = 0
+    """Tokens produced by decode cycles (all but the first)."""
     decode_seconds: float = 0.0
     drafted: int = 0
     accepted: int = 0
@@ -48,6 +52,7 @@ class GenerationStats:
 
     def add_cycle(self, cycle: CycleStats) -> None:
         self.generated_tokens += cycle.emitted
+        self.decode_tokens += cycle.emitted
         self.decode_seconds += cycle.seconds
         self.drafted += cycle.drafted
         self.accepted += cycle.accepted
@@ -63,15 +68,20 @@ class GenerationStats:
     @property
     def mean_accepted(self) -> float:
         """Tokens produced per target forward pass (1.0 without speculation)."""
-        return self.generated_tokens / self.target_passes if self.target_passes else 0.0
+        return self.decode_tokens / self.target_passes if self.target_passes else 0.0
 
     @property
     def decode_tps(self) -> float:
-        return self.generated_tokens / self.decode_seconds if self.decode_seconds > 0 else 0.0
+        """Decoding speed: tokens after the first per second (the prompt pass is separate)."""
+        return self.decode_tokens / self.decode_seconds if self.decode_seconds > 0 else 0.0
 
     @property
     def prompt_tps(self) -> float:
         return self.prompt_tokens / self.prompt_seconds if self.prompt_seconds > 0 else 0.0
+
+
+    def snapshot(self) -> GenerationStats:
+        return replace(self, accept_histogram=list(self.accept_histogram))
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
+import struct
 from pathlib import Path
+from typing import BinaryIO
 
 from spectui.errors import ModelLoadError
 
@@ -23,29 +26,85 @@ def check_readable(path: Path) -> None:
         )
 
 
+# GGUF metadata value types: fixed sizes by type id; 8 = string, 9 = array.
+_SCALAR_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+_STRING, _ARRAY = 8, 9
+_DEFAULT_ALIGNMENT = 32
+
+
+class _Header:
+    """A forward-only reader over a GGUF header (little-endian, version 2 or 3)."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self.f = f
+
+    def u32(self) -> int:
+        return struct.unpack("<I", self._read(4))[0]
+
+    def u64(self) -> int:
+        return struct.unpack("<Q", self._read(8))[0]
+
+    def string(self) -> bytes:
+        return self._read(self.u64())
+
+    def value(self, vtype: int) -> object:
+        if vtype == _STRING:
+            return self.string()
+        if vtype == _ARRAY:
+            item_type, count = self.u32(), self.u64()
+            if item_type in _SCALAR_SIZES:
+                self._read(_SCALAR_SIZES[item_type] * count)
+            else:
+                for _ in range(count):
+                    self.value(item_type)
+            return None
+        raw = self._read(_SCALAR_SIZES[vtype])
+        return int.from_bytes(raw, "little")
+
+    def _read(self, n: int) -> bytes:
+        data = self.f.read(n)
+        if len(data) != n:
+            raise EOFError("header ends early")
+        return data
+
+
 def expected_size(path: Path) -> int | None:
     """Bytes a complete copy of this GGUF has, from its header; None if the header is unreadable.
 
-    A split GGUF's first part lists only its own tensors, so this works per file.
+    A split GGUF's parts each list their own tensors, so this works per file.
     """
-    from gguf import GGUFReader  # deferred: parsing a large header costs a moment
+    from gguf.constants import GGML_QUANT_SIZES  # the block sizes of every ggml tensor type
 
     try:
-        reader = GGUFReader(path)
-    except Exception:  # a truncated header fails in many ways inside the parser
+        with path.open("rb") as f:
+            header = _Header(f)
+            if header._read(4) != GGUF_MAGIC:
+                return None
+            header.u32()  # version
+            n_tensors, n_kv = header.u64(), header.u64()
+            alignment = _DEFAULT_ALIGNMENT
+            for _ in range(n_kv):
+                key, vtype = header.string(), header.u32()
+                value = header.value(vtype)
+                if key == b"general.alignment" and isinstance(value, int):
+                    alignment = value
+            end = 0
+            for _ in range(n_tensors):
+                header.string()
+                dims = [header.u64() for _ in range(header.u32())]
+                ggml_type, offset = header.u32(), header.u64()
+                block, type_size = GGML_QUANT_SIZES[ggml_type]
+                end = max(end, offset + math.prod(dims) // block * type_size)
+            data_start = -(-f.tell() // alignment) * alignment
+    except (EOFError, KeyError, struct.error, OSError):
         return None
-    if not reader.tensors:
-        return path.stat().st_size
-    return max(int(t.data_offset) + int(t.n_bytes) for t in reader.tensors)
+    return data_start + end
 
 
 def diagnose(path: Path) -> str:
     """Why a GGUF that passed `check_readable` may still fail to load, in a phrase."""
     actual = path.stat().st_size
-    try:
-        expected = expected_size(path)
-    except Exception:
-        expected = None
+    expected = expected_size(path)
     if expected is None:
         return "its header is damaged or truncated"
     if actual < expected:

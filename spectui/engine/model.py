@@ -15,7 +15,7 @@ from pathlib import Path
 
 import llama_cpp
 import numpy as np
-from llama_cpp import _logger  # noqa: F401  (installs llama.cpp's log callback; we quiet it below)
+from llama_cpp import _logger
 
 from spectui.engine import gguf_file
 from spectui.errors import ContextFullError, ModelLoadError, UnsupportedModelError
@@ -162,6 +162,11 @@ class LlamaModel:
         return llama_cpp.llama_model_size(self._model)
 
     @property
+    def can_roll_back(self) -> bool:
+        """False for recurrent/hybrid models, whose state cannot drop its last few tokens."""
+        return not (llama_cpp.llama_model_is_recurrent(self._model) or llama_cpp.llama_model_is_hybrid(self._model))
+
+    @property
     def vocab_type(self) -> int:
         return llama_cpp.llama_vocab_type(self._vocab)
 
@@ -249,31 +254,33 @@ class LlamaModel:
             raise ValueError("sync needs at least one token")
         keep = min(self.common_prefix(tokens), len(tokens) - 1)
         self.truncate(keep)
-        return self.extend(tokens[keep:], all_logits=False)[-1]
+        return self.extend(tokens[keep:])[-1]
 
     def room(self) -> int:
         """Tokens that still fit in the context."""
         return self.n_ctx - len(self.cached)
 
-    def extend(self, tokens: Sequence[int], *, all_logits: bool) -> np.ndarray:
-        """Decode `tokens` after the cached ones.
+    def extend(self, tokens: Sequence[int], n_logits: int = 1) -> np.ndarray:
+        """Decode `tokens` after the cached ones; return logits for the last `n_logits` of them.
 
-        Returns logits, shape (rows, n_vocab): one row per token with `all_logits`, else one row for
-        the last token. The array is a view into llama.cpp's buffer, valid until the next decode.
+        The result, shape (n_logits, n_vocab), is a view into llama.cpp's output buffer: no copy,
+        valid until the next decode. Rows without a request cost llama.cpp no output work.
         """
         if len(tokens) > self.room():
             raise ContextFullError(
                 f"the context is full ({self.n_ctx} tokens); start a new chat or raise --ctx"
             )
-        for start in range(0, len(tokens), self.n_batch):
-            chunk = tokens[start : start + self.n_batch]
-            last_chunk = start + self.n_batch >= len(tokens)
-            self._decode(chunk, all_logits=all_logits and last_chunk, last_logits=last_chunk)
-        rows = len(tokens[-self.n_batch :]) if all_logits else 1
-        first = llama_cpp.llama_get_logits_ith(self._ctx, -rows)
-        return np.ctypeslib.as_array(first, shape=(rows, self.n_vocab))
+        if not 1 <= n_logits <= min(len(tokens), self.n_batch):
+            raise ValueError(f"n_logits must be 1..{min(len(tokens), self.n_batch)}, not {n_logits}")
+        head, tail = tokens[: len(tokens) - n_logits], tokens[len(tokens) - n_logits :]
+        for start in range(0, len(head), self.n_batch):
+            self._decode(head[start : start + self.n_batch], n_logits=0)
+        self._decode(tail, n_logits=n_logits)
+        first = llama_cpp.llama_get_logits_ith(self._ctx, -n_logits)
+        return np.ctypeslib.as_array(first, shape=(n_logits, self.n_vocab))
 
-    def _decode(self, tokens: Sequence[int], *, all_logits: bool, last_logits: bool) -> None:
+    def _decode(self, tokens: Sequence[int], *, n_logits: int) -> None:
+        """One llama_decode of at most n_batch tokens; logits for the last `n_logits` rows."""
         batch = self._batch
         base = len(self.cached)
         n = len(tokens)
@@ -282,7 +289,7 @@ class LlamaModel:
             batch.pos[i] = base + i
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = 0
-            batch.logits[i] = all_logits or (last_logits and i == n - 1)
+            batch.logits[i] = i >= n - n_logits
         batch.n_tokens = n
         status = llama_cpp.llama_decode(self._ctx, batch)
         if status == 1:
