@@ -181,7 +181,8 @@ def _http_status_error(error: BaseException, remote: RemoteFile, verb: str) -> P
 
 def inspect(remote: RemoteFile) -> FileInfo:
     """HEAD the file: its size, ETag and commit, and whether the cache already holds it."""
-    from huggingface_hub import build_hf_headers, get_hf_file_metadata, hf_hub_url
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.utils import build_hf_headers
 
     url = hf_hub_url(remote.repo, remote.filename, revision=remote.revision, endpoint=endpoint())
     headers = build_hf_headers()

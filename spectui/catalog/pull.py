@@ -13,7 +13,7 @@ from spectui.catalog import hub, record
 from spectui.catalog.hub import FileInfo, Log, RemoteFile
 from spectui.catalog.loader import get_entry
 from spectui.catalog.resolve import ResolvedPair, resolved_from_record
-from spectui.catalog.schema import REPO_ID, ModelFiles, PairEntry, split_parts
+from spectui.catalog.schema import REPO_ID, ModelFiles, split_parts
 from spectui.errors import IncompatibleDraftError, ModelLoadError, PullError, SpectuiError
 
 
@@ -36,7 +36,11 @@ def pull_pair(name: str, *, tqdm_class: type | None = None, log: Log | None = No
     files = [(info, hub.fetch(info, tqdm_class=tqdm_class, log=log)) for info in infos]
     pulled_target = [_verify(info, path) for info, path in files[: len(target)]]
     pulled_draft = [_verify(info, path) for info, path in files[len(target) :]]
-    return _check_and_record(name, entry, pulled_target, pulled_draft, adhoc=False, log=log)
+    pulled = record.PulledPair(
+        target=pulled_target, draft=pulled_draft, recommended_k=entry.recommended_k,
+        description=entry.description,
+    )
+    return _check_and_record(name, pulled, log=log)
 
 
 def pull_adhoc(
@@ -51,12 +55,11 @@ def pull_adhoc(
         _adhoc_model(spec, role, tqdm_class, log)
         for spec, role in ((target, "target"), (draft, "draft"))
     ]
-    entry = PairEntry(description=f"ad-hoc pair: {target} + {draft}", size_gb=_gb(models))
-    return _check_and_record(name, entry, models[0], models[1], adhoc=True, log=log)
-
-
-def _gb(models: list[list[record.PulledFile]]) -> float:
-    return max(sum(f.size for files in models for f in files) / 1e9, 1e-9)
+    pulled = record.PulledPair(
+        target=models[0], draft=models[1], description=f"ad-hoc pair: {target} + {draft}",
+        adhoc=True,
+    )
+    return _check_and_record(name, pulled, log=log)
 
 
 def _remote_files(model: ModelFiles) -> list[RemoteFile]:
@@ -123,28 +126,18 @@ def _verify_local(path: Path) -> record.PulledFile:
     return record.PulledFile(path=str(path.resolve()), size=size, owned=False)
 
 
-def _check_and_record(
-    name: str,
-    entry: PairEntry,
-    target: list[record.PulledFile],
-    draft: list[record.PulledFile],
-    *,
-    adhoc: bool,
-    log: Log | None,
-) -> ResolvedPair:
+def _check_and_record(name: str, pulled: record.PulledPair, *, log: Log | None) -> ResolvedPair:
+    """Run the compatibility check on the first files; record the pair only if it passes."""
     from spectui.engine.compat import check_compatible_files
 
     if log:
         log(f"{name}: checking that the draft shares the target's tokenizer")
     try:
-        check_compatible_files(Path(target[0].path), Path(draft[0].path))
+        check_compatible_files(Path(pulled.target[0].path), Path(pulled.draft[0].path))
     except IncompatibleDraftError as error:
         raise IncompatibleDraftError(f"pair {name} was not marked pulled: {error}") from None
     except SpectuiError as error:
         raise PullError(f"pair {name} was not marked pulled: {error}") from None
-    pulled = record.PulledPair(
-        target=target, draft=draft, recommended_k=entry.recommended_k,
-        description=entry.description, adhoc=adhoc, pulled_at=record.now(),
-    )
+    pulled.pulled_at = record.now()
     record.add_pair(name, pulled)
     return resolved_from_record(name, pulled)
