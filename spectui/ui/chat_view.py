@@ -1,0 +1,147 @@
+"""The chat log: user turns, streamed Markdown replies, notes, and side-by-side comparisons.
+
+A reply streams through Textual's `MarkdownStream`, which merges fragments when they arrive
+faster than the widget can render, so code blocks render as they are typed. Each reply also
+keeps its (text, from_draft) pieces so it can be shown coloured by origin instead (toggled).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Label, Markdown, Static
+from textual.widgets.markdown import MarkdownStream
+
+DRAFT_STYLE = "green"
+Piece = tuple[str, bool]
+
+
+class UserMessage(Static):
+    def __init__(self, text: str) -> None:
+        super().__init__(Text(text), classes="user-message")
+        self.border_title = "you"
+
+
+class NoteMessage(Static):
+    """Something the app says in the log (template fallback, errors, stopped replies)."""
+
+    def __init__(self, text: str, kind: str = "info") -> None:
+        super().__init__(Text(text), classes=f"note-message {kind}")
+
+
+class AssistantMessage(Vertical):
+    """One reply: Markdown while streaming, or coloured by token origin when toggled."""
+
+    def __init__(self, text: str = "", *, title: str = "assistant", streaming: bool = False,
+                 pieces: Iterable[Piece] = (), meta: str = "",
+                 stats: dict[str, Any] | None = None) -> None:
+        super().__init__(classes="assistant-message")
+        self.border_title = title
+        self.pieces: list[Piece] = list(pieces) or ([(text, False)] if text else [])
+        self._initial = text
+        self._streaming = streaming
+        self._stream: MarkdownStream | None = None
+        self._meta = meta
+        self.stats: dict[str, Any] = dict(stats or {})
+        self.colouring = False
+
+    @property
+    def streaming(self) -> bool:
+        return self._stream is not None
+
+    @property
+    def meta(self) -> str:
+        return self._meta
+
+    @property
+    def text(self) -> str:
+        return "".join(text for text, _ in self.pieces)
+
+    def compose(self) -> ComposeResult:
+        yield Markdown(self._initial or self.text, classes="body")
+        yield Static(classes="coloured")
+        yield Static(self._meta, classes="meta")
+
+    def on_mount(self) -> None:
+        if self._streaming:
+            self._stream = Markdown.get_stream(self.query_one(Markdown))
+
+    async def append(self, pieces: Iterable[Piece]) -> None:
+        new = list(pieces)
+        if not new:
+            return
+        self.pieces.extend(new)
+        if self._stream is not None:
+            await self._stream.write("".join(text for text, _ in new))
+        if self.colouring:
+            self._paint()
+
+    async def finish(self, stats: dict[str, Any], meta: str) -> None:
+        self.stats = dict(stats)
+        if self._stream is not None:
+            await self._stream.stop()
+            self._stream = None
+        self.set_meta(meta)
+
+    def set_meta(self, meta: str) -> None:
+        self._meta = meta
+        self.query_one(".meta", Static).update(meta)
+
+    def set_colouring(self, on: bool) -> None:
+        self.colouring = on
+        self.set_class(on, "-coloured")
+        if on:
+            self._paint()
+
+    def coloured_text(self) -> Text:
+        text = Text()
+        for piece, from_draft in self.pieces:
+            text.append(piece, style=DRAFT_STYLE if from_draft else "")
+        return text
+
+    def _paint(self) -> None:
+        self.query_one(".coloured", Static).update(self.coloured_text())
+
+
+class Comparison(Vertical):
+    """The last reply beside the same prompt re-run with speculation off."""
+
+    def __init__(self, original: AssistantMessage) -> None:
+        super().__init__(classes="comparison")
+        k_label = original.stats.get("k", "?")
+        self.left = AssistantMessage(title=f"speculative (K={k_label})", pieces=original.pieces,
+                                     meta=original.meta, stats=original.stats)
+        self.right = AssistantMessage(title="speculation off (K=0)", streaming=True)
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="sides"):
+            yield self.left
+            yield self.right
+        yield Label("", classes="verdict")
+
+    def set_verdict(self, verdict: str) -> None:
+        self.query_one(".verdict", Label).update(verdict)
+
+
+class ChatLog(VerticalScroll):
+    """Scrolls with new content unless the user has scrolled up."""
+
+    def on_mount(self) -> None:
+        self.anchor()
+
+    async def add(self, widget: Widget) -> Widget:
+        await self.mount(widget)
+        self.anchor()
+        return widget
+
+    def assistant_messages(self) -> list[AssistantMessage]:
+        return list(self.query(AssistantMessage))
+
+    def last_reply(self) -> AssistantMessage | None:
+        replies = [m for m in self.children if isinstance(m, AssistantMessage)]
+        return replies[-1] if replies else None

@@ -1,0 +1,167 @@
+"""Before loading: will both models fit, and is the draft small enough to pay off?
+
+Weights are estimated from the file sizes (all parts of a split GGUF), the KV cache from the
+GGUF header (layers × KV heads × head size × n_ctx, f16 keys and values). Free RAM comes from
+/proc/meminfo (`MemAvailable`), free VRAM from `nvidia-smi` where it exists. When the weights
+would not fit in free VRAM, fewer target layers are offloaded instead of letting the load fail;
+everything else is a warning, never a refusal.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gguf import GGUFReader
+
+KV_BYTES_PER_VALUE = 2  # llama.cpp's default f16 K and V cache
+OVERHEAD = 1.10  # compute buffers and scratch, roughly
+DRAFT_SIZE_LIMIT = 1 / 3
+SPLIT_PART = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<total>\d{5})\.gguf$")
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What one model needs: weights on disk, and KV cache bytes per context token."""
+
+    name: str
+    weights_bytes: int
+    n_layer: int
+    kv_bytes_per_token: int
+
+    def kv_bytes(self, n_ctx: int) -> int:
+        return self.kv_bytes_per_token * n_ctx
+
+    def total(self, n_ctx: int) -> int:
+        return self.weights_bytes + self.kv_bytes(n_ctx)
+
+
+@dataclass
+class MemoryPlan:
+    warnings: list[str] = field(default_factory=list)
+    n_gpu_layers: int | None = None
+    draft_n_gpu_layers: int | None = None
+
+
+def weights_bytes(path: Path) -> int:
+    """File size, summed over every part of a split GGUF that sits beside it."""
+    match = SPLIT_PART.match(path.name)
+    if match is None:
+        return path.stat().st_size
+    total = int(match["total"])
+    parts = [path.with_name(f"{match['stem']}-{i:05d}-of-{total:05d}.gguf") for i in range(1, total + 1)]
+    return sum(p.stat().st_size for p in parts if p.exists())
+
+
+def _field(reader: GGUFReader, key: str) -> object | None:
+    found = reader.fields.get(key)
+    if found is None:
+        return None
+    value = found.contents()
+    return max(value) if isinstance(value, list) and value else value
+
+
+def read_footprint(path: Path) -> Footprint:
+    """Weights and KV-cache size of one GGUF, from its header (no weights are read)."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(path)
+    arch = str(_field(reader, "general.architecture") or "llama")
+    n_layer = int(_field(reader, f"{arch}.block_count") or 0)
+    n_embd = int(_field(reader, f"{arch}.embedding_length") or 0)
+    n_head = int(_field(reader, f"{arch}.attention.head_count") or 1)
+    n_head_kv = int(_field(reader, f"{arch}.attention.head_count_kv") or n_head)
+    head_k = int(_field(reader, f"{arch}.attention.key_length") or n_embd // max(n_head, 1))
+    head_v = int(_field(reader, f"{arch}.attention.value_length") or head_k)
+    per_token = n_layer * n_head_kv * (head_k + head_v) * KV_BYTES_PER_VALUE
+    return Footprint(path.name, weights_bytes(path), n_layer, per_token)
+
+
+def mem_available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """`MemAvailable` in bytes, or None where /proc/meminfo does not exist or lacks it."""
+    try:
+        text = meminfo.read_text()
+    except OSError:
+        return None
+    match = re.search(r"^MemAvailable:\s+(\d+)\s*kB", text, re.MULTILINE)
+    return int(match[1]) * 1024 if match else None
+
+
+def free_vram_bytes() -> int | None:
+    """Free memory of the first NVIDIA GPU, or None when `nvidia-smi` is absent or fails."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout
+        return int(out.split()[0]) * 1024 * 1024
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def draft_size_warning(target: Footprint, draft: Footprint) -> str | None:
+    """Speculation pays only when a draft pass is much cheaper than a target pass."""
+    if draft.weights_bytes <= target.weights_bytes * DRAFT_SIZE_LIMIT:
+        return None
+    ratio = draft.weights_bytes / max(target.weights_bytes, 1)
+    return (
+        f"the draft {draft.name} is {ratio:.0%} of the target's size: drafting costs too much "
+        "to pay off; pick a draft at most about a third of the target"
+    )
+
+
+def ram_warning(models: list[Footprint], n_ctx: int, available: int | None) -> str | None:
+    if available is None:
+        return None
+    weights = sum(m.weights_bytes for m in models)
+    kv = sum(m.kv_bytes(n_ctx) for m in models)
+    needed = int((weights + kv) * OVERHEAD)
+    if needed <= available:
+        return None
+    return (
+        f"the models need about {needed / GB:.1f} GB (weights {weights / GB:.1f} GB + KV cache "
+        f"{kv / GB:.1f} GB at {n_ctx} tokens) but only {available / GB:.1f} GB of RAM is free; "
+        "expect swapping or a failed load: try a smaller --ctx or a smaller pair"
+    )
+
+
+def layers_that_fit(target: Footprint, draft: Footprint | None, n_ctx: int, vram: int) -> int:
+    """Target layers to offload so target + draft fit in `vram` (the draft goes first)."""
+    budget = vram / OVERHEAD - (draft.total(n_ctx) if draft else 0)
+    per_layer = target.total(n_ctx) / max(target.n_layer, 1)
+    return max(0, min(target.n_layer, int(budget // per_layer)))
+
+
+def plan(target: Footprint, draft: Footprint | None, n_ctx: int, *, gpu: bool,
+         n_gpu_layers: int | None, draft_n_gpu_layers: int | None,
+         ram: int | None, vram: int | None) -> MemoryPlan:
+    """Warnings to show, and the GPU layers to use (fewer than asked when VRAM is short)."""
+    result = MemoryPlan(n_gpu_layers=n_gpu_layers, draft_n_gpu_layers=draft_n_gpu_layers)
+    models = [target, draft] if draft else [target]
+    if draft and (warning := draft_size_warning(target, draft)):
+        result.warnings.append(warning)
+    offloading = gpu and n_gpu_layers != 0
+    if not offloading:
+        if warning := ram_warning(models, n_ctx, ram):
+            result.warnings.append(warning)
+        return result
+    needed = sum(m.total(n_ctx) for m in models) * OVERHEAD
+    if vram is None or needed <= vram:
+        return result
+    fit = layers_that_fit(target, draft, n_ctx, vram)
+    wanted = target.n_layer if n_gpu_layers in (None, -1) else n_gpu_layers
+    if fit < wanted:
+        result.n_gpu_layers = fit
+        result.warnings.append(
+            f"{needed / GB:.1f} GB needed but {vram / GB:.1f} GB of VRAM is free: offloading "
+            f"{fit} of {target.n_layer} target layers (the rest run on the CPU, slower)"
+        )
+    return result

@@ -1,0 +1,89 @@
+"""Every message a worker thread posts to the UI.
+
+Workers never touch widgets: they post one of these and the app's handlers (on the UI thread)
+update the screen. `post_message` is thread-safe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from textual.message import Message
+
+from spectui.engine.config import DraftLength
+from spectui.engine.events import CycleStats, Finished, GenerationStats
+from spectui.ui.baseline import Baseline
+
+ReplyPurpose = Literal["reply", "compare"]
+"""`reply`: an answer in the conversation; `compare`: the last prompt re-run with K = 0."""
+
+
+@dataclass
+class LoadProgress(Message):
+    """Model loading (or a pull) moved on: `fraction` in 0..1, None when unknown."""
+
+    label: str
+    fraction: float | None
+
+
+@dataclass
+class LoadWarning(Message):
+    """Something the user should know before or while loading (memory, draft size)."""
+
+    text: str
+
+
+@dataclass
+class ModelsLoaded(Message):
+    """Target (and draft) are loaded and checked; a reply can start once the baseline is in."""
+
+    target_name: str
+    draft_name: str | None
+    template_note: str
+    fallback_template: bool
+
+
+@dataclass
+class BaselineMeasured(Message):
+    """The calibration after load finished; None when it was cancelled or decoded too little."""
+
+    baseline: Baseline | None
+
+
+@dataclass
+class EngineFailed(Message):
+    """A `SpectuiError` (load failure, incompatible pair, full context…): one line for the user."""
+
+    text: str
+    during: Literal["load", "reply", "pull", "baseline"]
+
+
+@dataclass
+class ReplyUpdate(Message):
+    """A batch of streamed text and finished cycles (posted a few times a second)."""
+
+    purpose: ReplyPurpose
+    pieces: tuple[tuple[str, bool], ...]
+    """(text, from_draft) in order."""
+    cycles: tuple[CycleStats, ...]
+    totals: GenerationStats | None
+
+
+@dataclass
+class ReplyFinished(Message):
+    purpose: ReplyPurpose
+    finished: Finished
+    speculation_off: bool
+    """True when every cycle ran with K = 0: the reply's speed is a fresh baseline."""
+
+
+@dataclass
+class PairReady(Message):
+    """A pair picked in the app is pulled and checked; load it next."""
+
+    name: str
+    target: Path
+    draft: Path | None
+    recommended_k: DraftLength | None

@@ -1,0 +1,53 @@
+"""The loaded generator, its chat format, and the lock every thread that uses them holds.
+
+llama.cpp contexts are not thread-safe: a load, a calibration and a reply each hold `lock` for as
+long as they touch the generator, so a reply started while a new pair loads simply waits.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from spectui.chat.template import ChatFormat, ChatMessage, encode_prompt
+
+if TYPE_CHECKING:
+    from spectui.engine.generator import Generator
+
+
+class EngineSession:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.generator: Generator | None = None
+        self.chat_format: ChatFormat | None = None
+
+    def install(self, generator: Generator) -> None:
+        """Take over a freshly loaded generator (call with `lock` held)."""
+        self.release()
+        self.generator = generator
+        self.chat_format = ChatFormat.from_model(generator.target)
+
+    def release(self) -> None:
+        """Free the loaded models (call with `lock` held)."""
+        if self.generator is not None:
+            self.generator.close()
+        self.generator = None
+        self.chat_format = None
+
+    def prompt_tokens(self, messages: Sequence[ChatMessage]) -> list[int]:
+        """The whole conversation, rendered and tokenized (the KV cache makes re-sending cheap)."""
+        if self.generator is None or self.chat_format is None:
+            raise RuntimeError("no model loaded")
+        text = self.chat_format.render(messages, add_generation_prompt=True)
+        return encode_prompt(self.generator.target, text)
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Free the models once no thread uses them; False if one still holds the lock."""
+        if not self.lock.acquire(timeout=timeout):
+            return False
+        try:
+            self.release()
+        finally:
+            self.lock.release()
+        return True

@@ -1,0 +1,209 @@
+"""The app's thread workers: load + calibrate, generate, pull. Mixed into `SpectuiApp`.
+
+Every blocking llama.cpp call runs here, never on the UI thread. Each worker checks
+`get_current_worker().is_cancelled` (Textual sets it on quit, or when an exclusive worker of the
+same group replaces it) and reports only by posting the messages of `spectui.ui.messages`.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from textual import work
+from textual.message import Message
+from textual.worker import get_current_worker
+from tqdm import tqdm
+
+from spectui.chat.template import ChatMessage
+from spectui.engine.config import DraftControl, GenerationConfig
+from spectui.engine.events import CycleStats, Event, Finished, GenerationStats, Progress, TextPiece
+from spectui.errors import SpectuiError
+from spectui.ui import baseline, memory
+from spectui.ui.messages import (
+    BaselineMeasured,
+    EngineFailed,
+    LoadProgress,
+    LoadWarning,
+    ModelsLoaded,
+    PairReady,
+    ReplyFinished,
+    ReplyPurpose,
+    ReplyUpdate,
+)
+from spectui.ui.options import ChatOptions
+from spectui.ui.session import EngineSession
+
+UPDATE_INTERVAL = 0.1  # seconds between ReplyUpdate messages: ~10 screen updates a second
+PROGRESS_INTERVAL = 0.1
+Post = Callable[[Message], object]
+
+
+class ReplyBatcher:
+    """Collects a generation's events and posts them in batches a few times a second."""
+
+    def __init__(self, post: Post, purpose: ReplyPurpose, interval: float = UPDATE_INTERVAL) -> None:
+        self.post = post
+        self.purpose = purpose
+        self.interval = interval
+        self.pieces: list[tuple[str, bool]] = []
+        self.cycles: list[CycleStats] = []
+        self.totals: GenerationStats | None = None
+        self.any_cycle = False
+        self.all_plain = True
+        self._last_post = time.monotonic()
+
+    def add(self, event: Event) -> None:
+        if isinstance(event, TextPiece):
+            self.pieces.append((event.text, event.from_draft))
+        elif isinstance(event, Progress):
+            self.cycles.append(event.cycle)
+            self.totals = event.totals
+            self.any_cycle = True
+            self.all_plain = self.all_plain and event.cycle.k == 0
+        elif isinstance(event, Finished):
+            self.flush()
+            speculation_off = self.any_cycle and self.all_plain
+            self.post(ReplyFinished(self.purpose, event, speculation_off))
+            return
+        if time.monotonic() - self._last_post >= self.interval:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pieces or self.cycles:
+            totals = copy.deepcopy(self.totals)
+            self.post(ReplyUpdate(self.purpose, tuple(self.pieces), tuple(self.cycles), totals))
+        self.pieces, self.cycles = [], []
+        self._last_post = time.monotonic()
+
+
+class Throttle:
+    """Calls through at most once per `interval`, plus always at fraction 1.0."""
+
+    def __init__(self, post: Post, label: str, interval: float = PROGRESS_INTERVAL) -> None:
+        self.post, self.label, self.interval = post, label, interval
+        self._last = 0.0
+
+    def __call__(self, fraction: float) -> None:
+        now = time.monotonic()
+        if fraction >= 1.0 or now - self._last >= self.interval:
+            self._last = now
+            self.post(LoadProgress(self.label, fraction))
+
+
+def tqdm_posting(post: Post, is_cancelled: Callable[[], bool]) -> type[tqdm]:
+    """A tqdm class for huggingface_hub that posts progress instead of printing it."""
+
+    class UiTqdm(tqdm):  # type: ignore[misc]
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            kwargs.update(file=io.StringIO(), disable=False)
+            super().__init__(*args, **kwargs)
+            self._throttle = Throttle(post, f"downloading {self.desc or 'model'}")
+
+        def update(self, n: float | None = 1) -> bool | None:
+            if is_cancelled():
+                raise InterruptedError("pull cancelled")
+            shown = super().update(n)
+            if self.total:
+                self._throttle(min(self.n / self.total, 1.0))
+            return shown
+
+    return UiTqdm
+
+
+class EngineWorkers:
+    """Worker methods of the app; the app provides `session`, `post_message` and friends."""
+
+    session: EngineSession
+    stop_requested: threading.Event
+    post_message: Callable[[Message], bool]
+
+    @work(thread=True, exclusive=True, group="engine", exit_on_error=False)
+    def load_models(self, options: ChatOptions) -> None:
+        worker = get_current_worker()
+        try:
+            plan = self._memory_plan(options)
+            for warning in plan.warnings:
+                self.post_message(LoadWarning(warning))
+            with self.session.lock:
+                self.session.release()
+                self._load_locked(options, plan, lambda: worker.is_cancelled)
+        except SpectuiError as error:
+            self.post_message(EngineFailed(str(error), "load"))
+
+    def _load_locked(self, options: ChatOptions, plan: memory.MemoryPlan,
+                     cancelled: Callable[[], bool]) -> None:
+        from spectui.engine.generator import load_generator
+
+        progress = Throttle(self.post_message, f"loading {options.models_label}")
+        generator = load_generator(
+            options.target, options.draft, n_ctx=options.n_ctx, n_gpu_layers=plan.n_gpu_layers,
+            draft_n_gpu_layers=plan.draft_n_gpu_layers, n_threads=options.threads,
+            progress=progress,
+        )
+        if cancelled():
+            generator.close()
+            return
+        self.session.install(generator)
+        chat_format = self.session.chat_format
+        assert chat_format is not None
+        self.post_message(ModelsLoaded(options.target.name, options.draft.name if options.draft else None,
+                                       chat_format.description, chat_format.is_fallback))
+        self.post_message(LoadProgress("measuring the speculation-off baseline", None))
+        prompt = self.session.prompt_tokens([ChatMessage("user", baseline.CALIBRATION_PROMPT)])
+        measured = baseline.measure(generator, prompt, cancelled, options.calibration_tokens)
+        self.post_message(BaselineMeasured(measured))
+
+    def _memory_plan(self, options: ChatOptions) -> memory.MemoryPlan:
+        from spectui.engine.gguf_file import check_readable
+        from spectui.engine.model import gpu_offload_available
+
+        for path in filter(None, (options.target, options.draft)):
+            check_readable(path)
+        target = memory.read_footprint(options.target)
+        draft = memory.read_footprint(options.draft) if options.draft else None
+        gpu = gpu_offload_available()
+        return memory.plan(
+            target, draft, options.n_ctx, gpu=gpu, n_gpu_layers=options.n_gpu_layers,
+            draft_n_gpu_layers=options.draft_n_gpu_layers, ram=memory.mem_available_bytes(),
+            vram=memory.free_vram_bytes() if gpu else None,
+        )
+
+    @work(thread=True, exclusive=True, group="engine", exit_on_error=False)
+    def generate_reply(self, messages: Sequence[ChatMessage], config: GenerationConfig,
+                       control: DraftControl, purpose: ReplyPurpose) -> None:
+        worker = get_current_worker()
+        stop = self.stop_requested
+
+        def cancelled() -> bool:
+            return worker.is_cancelled or stop.is_set()
+
+        batcher = ReplyBatcher(self.post_message, purpose)
+        try:
+            with self.session.lock:
+                prompt = self.session.prompt_tokens(messages)
+                generator = self.session.generator
+                assert generator is not None
+                for event in generator.generate(prompt, config, control, cancelled=cancelled):
+                    batcher.add(event)
+        except (SpectuiError, RuntimeError) as error:
+            batcher.flush()
+            self.post_message(EngineFailed(str(error), "reply"))
+
+    @work(thread=True, exclusive=True, group="pull", exit_on_error=False)
+    def prepare_pair(self, name: str, pulled: bool) -> None:
+        """Resolve a pulled pair, or pull (download, verify, check) one that is not."""
+        from spectui.catalog import pull_pair, resolve_pair
+
+        worker = get_current_worker()
+        tqdm_class = tqdm_posting(self.post_message, lambda: worker.is_cancelled)
+        try:
+            pair = resolve_pair(name) if pulled else pull_pair(name, tqdm_class=tqdm_class)
+        except SpectuiError as error:
+            if not worker.is_cancelled:
+                self.post_message(EngineFailed(str(error), "pull"))
+            return
+        self.post_message(PairReady(pair.name, pair.target, pair.draft, pair.recommended_k))
