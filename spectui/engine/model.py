@@ -15,12 +15,10 @@ from pathlib import Path
 
 import llama_cpp
 import numpy as np
-from llama_cpp import _logger
 
-from spectui.engine import gguf_file
+from spectui.engine import gguf_file, llama_log
 from spectui.errors import ContextFullError, ModelLoadError, UnsupportedModelError
 
-_logger.set_verbose(False)
 _backend_ready = False
 
 ProgressCallback = Callable[[float], None]
@@ -29,6 +27,7 @@ ProgressCallback = Callable[[float], None]
 def _init_backend() -> None:
     global _backend_ready
     if not _backend_ready:
+        llama_log.install()
         llama_cpp.llama_backend_init()
         _backend_ready = True
 
