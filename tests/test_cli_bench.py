@@ -1,0 +1,69 @@
+"""`spectui bench` end to end on the tiny models, and the CLI's one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spectui.cli import main
+
+REQUIRED_KEYS = {"baseline_tps", "speculative_tps", "speedup", "acceptance_rate", "mean_accepted",
+                 "identical", "k", "temperature"}
+
+
+def one_error_line(stderr: str) -> str:
+    """The CLI's error is exactly one `spectui: ...` line, with no traceback around it."""
+    assert "Traceback" not in stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("spectui: ")]
+    assert len(errors) == 1
+    return errors[0]
+
+
+def bench(tiny_pair, *extra: str) -> list[str]:
+    return ["bench", "--target", str(tiny_pair.target), "--draft", str(tiny_pair.draft),
+            "--max-tokens", "24", "--prompt", "The story of the wind", "--prompt", "in the", *extra]
+
+
+def test_bench_json_sweep_prints_one_object_per_k(tiny_pair, capsys):
+    assert main(bench(tiny_pair, "-k", "1,4,auto", "--json")) == 0
+    out, err = capsys.readouterr()
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["k"] for r in rows] == [1, 4, "auto"]
+    for row in rows:
+        assert row.keys() >= REQUIRED_KEYS
+        assert row["identical"] is True
+        assert row["temperature"] == 0.0
+        assert row["baseline_tps"] > 0 and row["speculative_tps"] > 0
+        assert row["speedup"] == pytest.approx(row["speculative_tps"] / row["baseline_tps"], rel=0.01)
+    assert 0 < rows[1]["acceptance_rate"] < 1 and rows[1]["mean_accepted"] > 1
+    assert "baseline (K=0)" in err and "speculative K=4" in err  # progress goes to stderr
+
+
+def test_bench_table_and_sampled_identity_is_not_claimed(tiny_pair, capsys):
+    assert main(bench(tiny_pair, "-k", "3", "--temperature", "0.9", "--seed", "5", "--json")) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["identical"] is None and row["temperature"] == 0.9
+    assert main(bench(tiny_pair, "-k", "2")) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert "speedup" in table[0] and table[1].split()[0] == "2" and "yes" in table[1]
+
+
+def test_bench_incompatible_pair_is_one_line_error(tiny_pair, incompatible_draft, capsys):
+    args = ["bench", "--target", str(tiny_pair.target), "--draft", str(incompatible_draft)]
+    assert main(args) == 1
+    error = one_error_line(capsys.readouterr().err)
+    assert "token 100: '_' vs '`'" in error
+
+
+def test_bench_non_gguf_is_one_line_error(tiny_pair, tmp_path, capsys):
+    junk = tmp_path / "model.gguf"
+    junk.write_bytes(b"<html>not found</html>")
+    assert main(["bench", "--target", str(junk), "--draft", str(tiny_pair.draft)]) == 1
+    assert "is not a GGUF file" in one_error_line(capsys.readouterr().err)
+
+
+def test_bad_draft_length_is_rejected_by_the_parser(capsys):
+    with pytest.raises(SystemExit):
+        main(["bench", "-k", "99"])
+    assert "draft length must be 0..16 or 'auto'" in capsys.readouterr().err
