@@ -312,3 +312,30 @@ def test_rm_keeps_files_another_pair_uses(
     assert twin.draft in deleted and not twin.draft.exists()
     with pytest.raises(CatalogError, match="not pulled"):
         remove_pair("twin")
+
+
+def test_progress_goes_through_the_given_tqdm_class(
+    tiny_on_hub: FakeHub, tiny_pair: tiny_gguf.TinyPair
+) -> None:
+    from tqdm.auto import tqdm
+
+    bars: list[tqdm] = []
+
+    class Recording(tqdm):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)
+            bars.append(self)
+
+    pull_pair("tiny", tqdm_class=Recording)
+
+    assert [b.desc for b in bars] == ["tiny-target-f32.gguf", "tiny-draft-f32.gguf"]
+    assert [b.total for b in bars] == [tiny_pair.target.stat().st_size, tiny_pair.draft.stat().st_size]
+    assert all(b.n == b.total for b in bars)
+
+
+def test_adhoc_spec_that_is_neither_path_nor_repo_file(spectui_home: Path, capsys) -> None:
+    code = main(["pull", "--target", "no-such-file.gguf", "--draft", "x", "--name", "bad"])
+    err = capsys.readouterr().err
+    assert code == 1 and "neither an existing file nor REPO:FILE" in err and err[-1] == "\n"
+    assert main(["pull", "--target", "a/b:c.gguf"]) == 1
+    assert "--target, --draft and --name together" in capsys.readouterr().err
