@@ -339,3 +339,9 @@ def test_adhoc_spec_that_is_neither_path_nor_repo_file(spectui_home: Path, capsy
     assert code == 1 and "neither an existing file nor REPO:FILE" in err and err[-1] == "\n"
     assert main(["pull", "--target", "a/b:c.gguf"]) == 1
     assert "--target, --draft and --name together" in capsys.readouterr().err
+
+
+def test_adhoc_pair_looks_up_both_models_before_downloading(tiny_on_hub: FakeHub) -> None:
+    with pytest.raises(PullError, match=f"nope.gguf not found in {DRAFT_REPO}"):
+        pull_adhoc("mine", f"{TARGET_REPO}:tiny-target-f32.gguf", f"{DRAFT_REPO}:nope.gguf")
+    assert not tiny_on_hub.gets("tiny-target-f32.gguf")

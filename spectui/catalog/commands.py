@@ -50,8 +50,6 @@ def format_table(rows: list[PairStatus]) -> str:
         if row is not None and row.pulled:
             lines.append(f"    target: {row.target}")
             lines.append(f"    draft:  {row.draft}")
-        if row is not None and row.license and "gated" in row.license.lower():
-            lines.append(f"    note:   {row.license}")
     return "\n".join(lines)
 
 

@@ -133,10 +133,10 @@ def pull_error(error: BaseException, remote: RemoteFile, verb: str = "download")
         return PullError(f"{repo} is gated and this account has no access: {_gated_hint(repo)}")
     if isinstance(error, hf.RevisionNotFoundError):
         return PullError(
-            f"revision {remote.revision!r} not found in {repo}; fix the revision in models.toml"
+            f"revision {remote.revision!r} not found in {repo}; fix the revision"
         )
     if isinstance(error, hf.RemoteEntryNotFoundError):
-        return PullError(f"file {name} not found in {repo} (404); check the name in models.toml")
+        return PullError(f"file {name} not found in {repo} (404); check the file name")
     if isinstance(error, hf.HfHubHTTPError):
         return _http_status_error(error, remote, verb)
     if isinstance(error, hf.OfflineModeIsEnabled):
@@ -171,7 +171,7 @@ def _http_status_error(error: BaseException, remote: RemoteFile, verb: str) -> P
     if status == 404:
         return PullError(
             f"{remote.filename} or the repo {repo} was not found (404); "
-            "check both names in models.toml"
+            "check both names"
         )
     return PullError(f"{verb} of {remote} failed (HTTP {status}); run the pull again to resume")
 

@@ -51,10 +51,10 @@ def pull_adhoc(
 
     if not PAIR_NAME.match(name):
         raise PullError(f"pair name {name!r} must be lower case letters, digits, '.', '_', '-'")
-    models = [
-        _adhoc_model(spec, role, tqdm_class, log)
-        for spec, role in ((target, "target"), (draft, "draft"))
-    ]
+    specs = [_adhoc_spec(target, "target"), _adhoc_spec(draft, "draft")]
+    infos = [hub.inspect(remote) for spec in specs if isinstance(spec, list) for remote in spec]
+    hub.check_free_space(hub.bytes_needed(infos))
+    models = [_adhoc_files(spec, infos, tqdm_class, log) for spec in specs]
     pulled = record.PulledPair(
         target=models[0], draft=models[1], description=f"ad-hoc pair: {target} + {draft}",
         adhoc=True,
@@ -66,23 +66,28 @@ def _remote_files(model: ModelFiles) -> list[RemoteFile]:
     return [RemoteFile(model.repo, name, model.revision) for name in model.files]
 
 
-def _adhoc_model(
-    spec: str, role: str, tqdm_class: type | None, log: Log | None
-) -> list[record.PulledFile]:
-    """Local path (all split parts beside it) or `owner/repo:file.gguf` (downloaded)."""
+def _adhoc_spec(spec: str, role: str) -> Path | list[RemoteFile]:
+    """A local file (an existing path) or the Hub files named by `owner/repo:file.gguf`."""
     local = Path(spec).expanduser()
     if local.exists():
-        parts = [local.with_name(part) for part in split_parts(local.name)]
-        return [_verify_local(path) for path in parts]
+        return local
     repo, sep, filename = spec.partition(":")
     if not sep or not REPO_ID.match(repo) or not filename.endswith(".gguf"):
         raise PullError(
             f"--{role} {spec!r} is neither an existing file nor REPO:FILE "
             "(e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF:qwen2.5-0.5b-instruct-q8_0.gguf)"
         )
-    infos = [hub.inspect(RemoteFile(repo, part)) for part in split_parts(filename)]
-    hub.check_free_space(hub.bytes_needed(infos))
-    return [_verify(info, hub.fetch(info, tqdm_class=tqdm_class, log=log)) for info in infos]
+    return [RemoteFile(repo, part) for part in split_parts(filename)]
+
+
+def _adhoc_files(
+    spec: Path | list[RemoteFile], infos: list[FileInfo], tqdm_class: type | None, log: Log | None
+) -> list[record.PulledFile]:
+    """Verify a local model (all split parts beside it) or download a remote one."""
+    if isinstance(spec, Path):
+        return [_verify_local(spec.with_name(part)) for part in split_parts(spec.name)]
+    mine = [info for info in infos if info.remote in spec]
+    return [_verify(info, hub.fetch(info, tqdm_class=tqdm_class, log=log)) for info in mine]
 
 
 def check_complete(path: Path) -> int:
