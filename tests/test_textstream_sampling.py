@@ -11,11 +11,6 @@ from spectui.engine.config import AUTO, DraftControl, SamplingConfig
 from spectui.engine.textstream import TextStream
 
 
-def feed_all(stream: TextStream, chunks: list[bytes]) -> str:
-    out = "".join(p.text for c in chunks for p in stream.feed(c, from_draft=False))
-    return out + "".join(p.text for p in stream.flush())
-
-
 def test_a_character_split_across_tokens_is_never_streamed_in_halves():
     data = "héllo 😀!".encode()
     stream = TextStream()
