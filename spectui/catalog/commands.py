@@ -60,7 +60,10 @@ def list_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([row.as_json() for row in rows], indent=2))
     else:
+        from spectui import paths
+
         print(format_table(rows))
+        print(f"\nadd or override pairs in {paths.user_catalog_path()}; pull one: spectui pull PAIR")
     return 0
 
 
