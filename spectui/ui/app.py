@@ -47,7 +47,7 @@ from spectui.ui.workers import EngineWorkers
 
 
 class SpectuiApp(Controls, EngineWorkers, App[int]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "spectui"
     COMMANDS = App.COMMANDS | {PairCommands}
     BINDINGS: ClassVar[list[BindingType]] = [

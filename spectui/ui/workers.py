@@ -12,6 +12,7 @@ import io
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from textual import work
 from textual.message import Message
@@ -119,6 +120,8 @@ class EngineWorkers:
 
     session: EngineSession
     stop_requested: threading.Event
+    update_interval: float = UPDATE_INTERVAL
+    """Seconds between batched reply updates (tests set 0 to see every event)."""
     post_message: Callable[[Message], bool]
 
     @work(thread=True, exclusive=True, group="engine", exit_on_error=False)
@@ -181,12 +184,13 @@ class EngineWorkers:
         def cancelled() -> bool:
             return worker.is_cancelled or stop.is_set()
 
-        batcher = ReplyBatcher(self.post_message, purpose)
+        batcher = ReplyBatcher(self.post_message, purpose, self.update_interval)
         try:
             with self.session.lock:
                 prompt = self.session.prompt_tokens(messages)
-                generator = self.session.generator
-                assert generator is not None
+                generator, chat_format = self.session.generator, self.session.chat_format
+                assert generator is not None and chat_format is not None
+                config = replace(config, stop=(*config.stop, *chat_format.stop_strings))
                 for event in generator.generate(prompt, config, control, cancelled=cancelled):
                     batcher.add(event)
         except (SpectuiError, RuntimeError) as error:

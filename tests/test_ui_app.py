@@ -1,0 +1,325 @@
+"""The chat app driven through Textual's Pilot on the tiny real models (llama.cpp, no fakes).
+
+A reply on the tiny models takes milliseconds, so tests that must act *during* a reply hold the
+worker thread at its first batch of cycles (`GatedApp`): generation is real, only paused.
+Loops wait with generous deadlines to avoid hangs; nothing asserts on speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import io
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tiny_gguf
+from rich.console import Console
+from textual.pilot import Pilot
+from textual.widgets import Input, OptionList, Static
+
+from spectui.chat.store import ChatStore
+from spectui.paths import chats_db_path
+from spectui.ui.app import SpectuiApp
+from spectui.ui.chat_view import AssistantMessage, Comparison, NoteMessage, UserMessage
+from spectui.ui.messages import ReplyFinished, ReplyUpdate
+from spectui.ui.options import ChatOptions
+from spectui.ui.screens import ChatsScreen
+
+DEADLINE = 60.0
+SIZE = (120, 40)
+
+
+def run_async(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an async test in a fresh event loop (keeps fixtures: pytest reads `__wrapped__`)."""
+
+    @functools.wraps(test)
+    def wrapper(*args: object, **kwargs: object) -> None:
+        asyncio.run(test(*args, **kwargs))
+
+    return wrapper
+
+
+class RecordingApp(SpectuiApp):
+    """Records the messages the workers post (handlers of every class in the MRO run)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.updates: list[ReplyUpdate] = []
+        self.finishes: list[ReplyFinished] = []
+        self.update_interval = 0.0
+
+    def on_reply_update(self, message: ReplyUpdate) -> None:
+        self.updates.append(message)
+
+    def on_reply_finished(self, message: ReplyFinished) -> None:
+        self.finishes.append(message)
+
+
+class GatedApp(RecordingApp):
+    """Holds the generation thread after its first batch of finished cycles until `release`."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.gate = threading.Event()
+        self.held = threading.Event()
+
+    def post_message(self, message: object) -> bool:
+        posted = super().post_message(message)  # type: ignore[arg-type]
+        if isinstance(message, ReplyUpdate) and message.cycles and not self.gate.is_set():
+            self.held.set()
+            self.gate.wait(DEADLINE)
+        return posted
+
+    def release(self) -> None:
+        self.gate.set()
+
+
+def options(pair: tiny_gguf.TinyPair, **overrides: object) -> ChatOptions:
+    values: dict[str, object] = dict(
+        pair_name="tiny", target=pair.target, draft=pair.draft, k=4, max_tokens=24,
+        n_ctx=1024, threads=2, calibration_tokens=8,
+    )
+    values.update(overrides)
+    return ChatOptions(**values)  # type: ignore[arg-type]
+
+
+async def until(pilot: Pilot, condition: Callable[[], object], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.02)
+
+
+async def ready(pilot: Pilot) -> None:
+    app = pilot.app
+    await until(pilot, lambda: app.ready, "the models to load and the baseline to be measured")
+
+
+async def send(pilot: Pilot, text: str, wait: bool = True) -> None:
+    app = pilot.app
+    finished_before = len(app.finishes)
+    app.query_one("#prompt", Input).value = text
+    await pilot.press("enter")
+    if wait:
+        await until(pilot, lambda: len(app.finishes) > finished_before and app.busy is None,
+                    "the reply to finish")
+
+
+async def held(pilot: Pilot) -> None:
+    app = pilot.app
+    await until(pilot, app.held.is_set, "the first cycles of the reply")
+
+
+def shown(widget: Static) -> str:
+    """The text a Static displays (its content rendered as plain text)."""
+    console = Console(width=200, file=io.StringIO(), record=True)
+    console.print(widget.content)
+    return console.export_text().strip()
+
+
+def figures_text(app: SpectuiApp) -> str:
+    return shown(app.query_one("#figures", Static))
+
+
+@pytest.fixture
+def pair(tiny_pair: tiny_gguf.TinyPair, spectui_home: Path) -> tiny_gguf.TinyPair:
+    return tiny_pair
+
+
+@run_async
+async def test_reply_streams_and_panel_shows_acceptance_and_baseline(pair) -> None:
+    app = RecordingApp(options(pair))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.baseline is not None and app.baseline.tokens_per_second > 0
+        assert app.baseline.source == "calibration after load"
+        await send(pilot, "Tell me about gears.")
+        [finished] = app.finishes
+        streamed = "".join(text for update in app.updates for text, _ in update.pieces)
+        assert len([u for u in app.updates if u.pieces]) > 1  # many pieces, not one final dump
+        assert streamed == finished.finished.text != ""
+        reply = app.query_one(AssistantMessage)
+        assert reply.text == streamed
+        totals = app.panel.state.totals
+        assert totals is not None and totals.drafted > 0 and 0 < totals.acceptance_rate <= 1
+        assert f"{totals.acceptance_rate:.0%}" in figures_text(app)
+        assert "tok/s" in figures_text(app) and "x" in figures_text(app)  # speed and speedup shown
+        note = shown(app.query_one("#baseline-note", Static))
+        assert note.startswith("baseline: ") and "K=0, calibration after load" in note
+        assert app.query_one("#accept-spark").data  # one acceptance value per drafted cycle
+    store = ChatStore(chats_db_path())
+    chat = store.last_chat_id()
+    assert chat is not None
+    saved = [(m.role, m.content, m.complete) for m in store.messages(chat)]
+    assert saved == [("user", "Tell me about gears.", True), ("assistant", streamed, True)]
+
+
+@run_async
+async def test_k_keys_change_k_from_the_next_cycle_of_a_running_reply(pair) -> None:
+    app = GatedApp(options(pair, k=2, max_tokens=64))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "Count to ten.", wait=False)
+        await held(pilot)
+        cycles_before = sum(len(u.cycles) for u in app.updates)
+        await pilot.press("f3", "f3")
+        assert app.draft_control.k == 4
+        assert "4" in figures_text(app)
+        app.release()
+        await until(pilot, lambda: app.busy is None, "the reply to finish")
+        ks = [c.k for u in app.updates for c in u.cycles]
+        assert set(ks[:cycles_before]) == {2}
+        assert ks[cycles_before] == 4  # the very next cycle used the new K
+        await pilot.press("f2")
+        assert app.draft_control.k == 3
+
+
+@run_async
+async def test_speculation_toggle_runs_a_reply_with_k0_and_refreshes_the_baseline(pair) -> None:
+    app = RecordingApp(options(pair))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        calibration = app.baseline
+        await pilot.press("f4")
+        assert not app.draft_control.enabled
+        assert "off (K=4 when on)" in figures_text(app)
+        await send(pilot, "Hello")
+        cycles = [c for u in app.updates for c in u.cycles]
+        assert cycles and all(c.k == 0 and c.drafted == 0 for c in cycles)
+        assert app.finishes[-1].speculation_off
+        assert app.baseline is not calibration
+        assert app.baseline.source == "reply with speculation off"
+        await pilot.press("f4")
+        assert app.draft_control.enabled and app.draft_control.effective_k() == 4
+
+
+@run_async
+async def test_escape_stops_a_long_reply(pair) -> None:
+    app = GatedApp(options(pair, max_tokens=4000, n_ctx=4096))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "Write a long story.", wait=False)
+        await held(pilot)
+        await pilot.press("escape")
+        app.release()
+        await until(pilot, lambda: app.busy is None, "the stopped reply to end")
+        finished = app.finishes[-1].finished
+        assert finished.reason == "cancelled"
+        assert finished.stats.generated_tokens < 4000
+        reply = app.query_one(AssistantMessage)
+        assert "stopped" in reply.meta
+        await send(pilot, "Still there?")  # the app stays usable
+        assert app.finishes[-1].finished.reason != "cancelled"
+
+
+@run_async
+async def test_compare_reruns_the_last_prompt_with_speculation_off(pair) -> None:
+    app = RecordingApp(options(pair))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "Name three colours.")
+        await pilot.press("f5")
+        await until(pilot, lambda: len(app.finishes) == 2 and app.busy is None, "the comparison")
+        comparison = app.query_one(Comparison)
+        assert comparison.left.text == comparison.right.text != ""  # greedy: lossless
+        verdict = shown(comparison.query_one(".verdict", Static))
+        assert "identical text" in verdict and "speculation off" in verdict
+        assert app.baseline is not None and app.baseline.source == "side-by-side re-run"
+        assert len(app.conversation.messages) == 2  # the re-run is not a new turn
+
+
+@run_async
+async def test_token_colouring_marks_accepted_draft_tokens(pair) -> None:
+    app = RecordingApp(options(pair))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "Hello")
+        reply = app.query_one(AssistantMessage)
+        assert not reply.has_class("-coloured")
+        await pilot.press("f6")
+        assert reply.has_class("-coloured")
+        coloured = reply.coloured_text()
+        green = sum(span.end - span.start for span in coloured.spans if span.style == "green")
+        from_draft = sum(len(text) for text, draft in reply.pieces if draft)
+        assert green == from_draft > 0
+        assert coloured.plain == reply.text
+        await pilot.press("f6")
+        assert not reply.has_class("-coloured")
+
+
+@run_async
+async def test_chat_is_saved_and_resumed(pair) -> None:
+    first = RecordingApp(options(pair, system="Be brief."))
+    async with first.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "Remember the word kiwi.")
+        answer = first.query_one(AssistantMessage).text
+    second = RecordingApp(options(pair, resume=True))
+    async with second.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        users = [shown(m) for m in second.query(UserMessage)]
+        assert users == ["Remember the word kiwi."]
+        assert second.query_one(AssistantMessage).text == answer
+        assert second.conversation.system == "Be brief."
+        await send(pilot, "Which word?")
+        assert len(second.query(AssistantMessage)) == 2
+    store = ChatStore(chats_db_path())
+    [chat] = store.list_chats()
+    assert [m.role for m in store.messages(chat.id)] == ["system", "user", "assistant", "user", "assistant"]
+
+
+@run_async
+async def test_past_chats_can_be_listed_and_opened_and_new_chat_clears(pair) -> None:
+    app = RecordingApp(options(pair))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "First chat")
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        assert not app.query(UserMessage)
+        await send(pilot, "Second chat")
+        await pilot.press("ctrl+o")
+        await until(pilot, lambda: isinstance(app.screen, ChatsScreen), "the chats screen")
+        listing = app.screen.query_one(OptionList)
+        labels = [str(listing.get_option_at_index(i).prompt) for i in range(listing.option_count)]
+        assert labels[0].startswith("Second chat") and labels[1].startswith("First chat")
+        listing.highlighted = 1
+        await pilot.press("enter")
+        await until(pilot, lambda: not isinstance(app.screen, ChatsScreen), "the chat to open")
+        await pilot.pause()
+        assert [shown(m) for m in app.query(UserMessage)] == ["First chat"]
+
+
+@run_async
+async def test_incompatible_pair_is_reported_and_the_app_stays_usable(pair, incompatible_draft) -> None:
+    app = RecordingApp(options(pair, draft=incompatible_draft))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.query(".note-message.error"), "the load error")
+        error = shown(app.query_one(".note-message.error", NoteMessage))
+        assert "does not share the tokenizer" in error and "token 100" in error
+        assert not app.ready
+        await send(pilot, "Hello?", wait=False)
+        await pilot.pause()
+        assert app.busy is None and not app.query(UserMessage)  # refused politely, not crashed
+        app.start_loading(options(pair))  # picking a good pair afterwards works
+        await ready(pilot)
+        await send(pilot, "Hello")
+        assert app.finishes
+
+
+@run_async
+async def test_model_without_chat_template_uses_plain_format_and_says_so(tmp_path: Path, spectui_home: Path) -> None:
+    plain = tiny_gguf.write_pair(tmp_path, spec=tiny_gguf.TinySpec(chat_template=None))
+    app = RecordingApp(options(plain))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        notes = " ".join(shown(n) for n in app.query(NoteMessage))
+        assert "no chat template" in notes
+        await send(pilot, "Hello")
+        assert app.finishes[-1].finished.reason in {"eos", "stop", "length"}
