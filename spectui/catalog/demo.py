@@ -130,9 +130,10 @@ def _assemble(out: Path) -> None:
 def quantize(src: Path, dst: Path, precision: str) -> None:
     """Convert `src` to `precision` (F32, F16, Q8_0, Q4_0, Q4_K_M) with llama.cpp."""
     import llama_cpp
-    from llama_cpp import _logger
 
-    _logger.set_verbose(False)
+    from spectui.engine import llama_log
+
+    llama_log.install()
     if precision not in FTYPES:
         raise ValueError(f"unknown precision {precision!r}; choose one of {', '.join(FTYPES)}")
     params = llama_cpp.llama_model_quantize_default_params()
