@@ -323,3 +323,34 @@ async def test_model_without_chat_template_uses_plain_format_and_says_so(tmp_pat
         assert "no chat template" in notes
         await send(pilot, "Hello")
         assert app.finishes[-1].finished.reason in {"eos", "stop", "length"}
+
+
+@run_async
+async def test_pair_picker_lists_pulled_pairs_and_loads_the_chosen_one(pair, tmp_path: Path) -> None:
+    from spectui.catalog import pull_adhoc
+
+    other = tiny_gguf.write_pair(tmp_path / "other", seed=99)
+    pull_adhoc("tiny-other", str(other.target), str(other.draft))
+    app = RecordingApp(options(pair))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+p")
+        await pilot.press(*"pair tiny-other")
+        await until(pilot, lambda: "tiny-other" in _palette_text(app), "the pair in the palette")
+        assert "pulled" in _palette_text(app)
+        await pilot.press("enter")
+        await until(pilot, lambda: app.options.pair_name == "tiny-other", "the pair switch")
+        await ready(pilot)
+        assert app.options.target.samefile(other.target)
+        await send(pilot, "Hello from the other pair")
+        assert app.finishes[-1].finished.text
+
+
+def _palette_text(app: SpectuiApp) -> str:
+    from textual.command import CommandList
+
+    found = app.screen.query(CommandList)
+    if not found:
+        return ""
+    commands = found.first()
+    return " ".join(str(commands.get_option_at_index(i).prompt) for i in range(commands.option_count))

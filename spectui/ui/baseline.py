@@ -39,9 +39,9 @@ class Baseline:
 def from_finished(finished: Finished, source: str) -> Baseline | None:
     """A baseline from a K = 0 generation, or None if it decoded too little to time."""
     stats = finished.stats
-    if stats.generated_tokens < 2 or stats.decode_tps <= 0:
+    if stats.decode_tokens < 2 or stats.decode_tps <= 0:
         return None
-    return Baseline(stats.decode_tps, stats.generated_tokens, source)
+    return Baseline(stats.decode_tps, stats.decode_tokens, source)
 
 
 def measure(generator: Generator, prompt: list[int], cancelled: Callable[[], bool],
@@ -53,7 +53,8 @@ def measure(generator: Generator, prompt: list[int], cancelled: Callable[[], boo
     and the draft gets the same warm-up before the first reply.
     """
     _run(generator, prompt, WARM_UP_TOKENS, DraftControl(2), cancelled)
-    finished = _run(generator, prompt, tokens, DraftControl(0, enabled=False), cancelled)
+    # +1: the first token comes out of the prompt pass and is not timed as decoding
+    finished = _run(generator, prompt, tokens + 1, DraftControl(0, enabled=False), cancelled)
     if finished is None or finished.reason == "cancelled":
         return None
     return from_finished(finished, "calibration after load")

@@ -1,0 +1,217 @@
+"""The UI's pure parts: memory estimates, panel figures, reply summaries, batching, options."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from spectui.cli import build_parser
+from spectui.engine.config import AUTO, DraftControl
+from spectui.engine.events import CycleStats, Finished, GenerationStats, Progress, TextPiece
+from spectui.errors import SpectuiError
+from spectui.ui import memory
+from spectui.ui.baseline import Baseline, from_finished
+from spectui.ui.messages import ReplyFinished, ReplyUpdate
+from spectui.ui.options import options_from_args
+from spectui.ui.stats_panel import (
+    HIDDEN,
+    acceptance_series,
+    describe_k,
+    figures,
+    low_acceptance_advice,
+)
+from spectui.ui.summary import comparison_verdict, meta_line, reply_stats
+from spectui.ui.workers import ReplyBatcher
+
+GB = 10**9
+
+
+def stats(generated: int = 40, seconds: float = 2.0, drafted: int = 30, accepted: int = 24,
+          passes: int = 16) -> GenerationStats:
+    return GenerationStats(generated_tokens=generated, decode_tokens=generated,
+                           decode_seconds=seconds, drafted=drafted, accepted=accepted,
+                           target_passes=passes)
+
+
+# ----- memory ------------------------------------------------------------------------------
+
+def test_footprint_reads_layers_and_kv_size_from_the_gguf_header(tiny_pair) -> None:
+    target = memory.read_footprint(tiny_pair.target)
+    draft = memory.read_footprint(tiny_pair.draft)
+    assert (target.n_layer, draft.n_layer) == (4, 1)
+    # 4 layers x 4 KV heads x (16 + 16) head dims x 2 bytes (f16)
+    assert target.kv_bytes_per_token == 4 * 4 * 32 * 2
+    assert target.kv_bytes(4096) == 4096 * 1024
+    assert target.weights_bytes == tiny_pair.target.stat().st_size
+
+
+def test_split_gguf_weights_sum_every_part(tmp_path: Path) -> None:
+    for i, size in enumerate([300, 200], start=1):
+        (tmp_path / f"big-{i:05d}-of-00002.gguf").write_bytes(b"x" * size)
+    assert memory.weights_bytes(tmp_path / "big-00001-of-00002.gguf") == 500
+
+
+def test_mem_available_is_read_from_meminfo(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:  16000000 kB\nMemFree:  1000 kB\nMemAvailable:   8000000 kB\n")
+    assert memory.mem_available_bytes(meminfo) == 8_000_000 * 1024
+    meminfo.write_text("MemTotal: 1 kB\n")
+    assert memory.mem_available_bytes(meminfo) is None
+    assert memory.mem_available_bytes(tmp_path / "absent") is None
+
+
+TARGET = memory.Footprint("t.gguf", 8 * GB, 32, 128 * 1024)
+SMALL_DRAFT = memory.Footprint("d.gguf", 1 * GB, 24, 32 * 1024)
+BIG_DRAFT = memory.Footprint("d.gguf", 4 * GB, 24, 32 * 1024)
+
+
+def test_plan_warns_when_ram_is_short_and_not_when_it_is_plenty() -> None:
+    short = memory.plan(TARGET, SMALL_DRAFT, 4096, gpu=False, n_gpu_layers=None,
+                        draft_n_gpu_layers=None, ram=6 * GB, vram=None)
+    [warning] = short.warnings
+    assert "6.0 GB of RAM is free" in warning and "--ctx" in warning
+    plenty = memory.plan(TARGET, SMALL_DRAFT, 4096, gpu=False, n_gpu_layers=None,
+                         draft_n_gpu_layers=None, ram=64 * GB, vram=None)
+    assert plenty.warnings == []
+
+
+def test_plan_warns_when_the_draft_is_over_a_third_of_the_target() -> None:
+    result = memory.plan(TARGET, BIG_DRAFT, 4096, gpu=False, n_gpu_layers=None,
+                         draft_n_gpu_layers=None, ram=64 * GB, vram=None)
+    [warning] = result.warnings
+    assert "50% of the target" in warning
+    assert memory.draft_size_warning(TARGET, SMALL_DRAFT) is None
+
+
+def test_plan_offloads_fewer_layers_when_vram_is_short() -> None:
+    result = memory.plan(TARGET, SMALL_DRAFT, 4096, gpu=True, n_gpu_layers=None,
+                         draft_n_gpu_layers=None, ram=64 * GB, vram=6 * GB)
+    assert result.n_gpu_layers is not None and 0 < result.n_gpu_layers < 32
+    assert f"offloading {result.n_gpu_layers} of 32 target layers" in result.warnings[0]
+    roomy = memory.plan(TARGET, SMALL_DRAFT, 4096, gpu=True, n_gpu_layers=None,
+                        draft_n_gpu_layers=None, ram=64 * GB, vram=80 * GB)
+    assert roomy.n_gpu_layers is None and roomy.warnings == []
+
+
+# ----- the panel ---------------------------------------------------------------------------
+
+def test_k_is_described_as_the_user_reads_it() -> None:
+    assert describe_k(DraftControl(4), has_draft=True) == "4"
+    assert describe_k(DraftControl(AUTO), has_draft=True, last_cycle_k=6) == "auto (now 6)"
+    assert describe_k(DraftControl(3, enabled=False), has_draft=True) == "off (K=3 when on)"
+    assert describe_k(DraftControl(3), has_draft=False) == "off (no draft model)"
+
+
+def test_figures_show_acceptance_speed_and_speedup_against_the_baseline() -> None:
+    rows = dict(figures(stats(), Baseline(10.0, 32, "calibration after load")))
+    assert rows["acceptance"] == "80%"
+    assert rows["mean accepted"] == "2.50 tok/pass"
+    assert rows["this reply"] == "20.0 tok/s"
+    assert rows["baseline (K=0)"] == "10.0 tok/s"
+    assert rows["speedup"] == "2.00x"
+    waiting = dict(figures(None, None))
+    assert waiting["acceptance"] == "—" and waiting["baseline (K=0)"] == "measuring…"
+    hidden = dict(figures(stats(), Baseline(10.0, 32, "x"), show_timings=False))
+    assert hidden["this reply"] == hidden["speedup"] == HIDDEN
+    assert hidden["acceptance"] == "80%"
+
+
+def test_baseline_says_how_and_when_it_was_measured() -> None:
+    baseline = Baseline(50.0, 32, "calibration after load")
+    assert baseline.describe().startswith("baseline: 32 tokens, K=0, calibration after load ")
+    assert baseline.describe(with_time=False) == "baseline: 32 tokens, K=0, calibration after load"
+    done = Finished("length", stats(drafted=0, accepted=0), (), "")
+    assert from_finished(done, "reply with speculation off").tokens_per_second == 20.0
+    assert from_finished(Finished("eos", GenerationStats(), (), ""), "x") is None
+
+
+def test_low_acceptance_advice_only_when_the_draft_mostly_missed() -> None:
+    advice = low_acceptance_advice(stats(drafted=40, accepted=8), "8")
+    assert advice is not None and "20%" in advice and "smaller K" in advice
+    assert low_acceptance_advice(stats(drafted=40, accepted=30), "8") is None
+    assert low_acceptance_advice(stats(drafted=6, accepted=0), "8") is None  # too little to tell
+
+
+def test_acceptance_series_skips_cycles_without_a_draft() -> None:
+    cycles = [CycleStats(4, 4, 2, 3, 0.1), CycleStats(0, 0, 0, 1, 0.1), CycleStats(4, 4, 4, 5, 0.1)]
+    assert acceptance_series(cycles) == [0.5, 1.0]
+
+
+def test_reply_summary_line() -> None:
+    done = Finished("cancelled", stats(), (), "text")
+    line = meta_line(reply_stats(done, "4"))
+    assert line == "40 tokens · 80% accepted · 2.50 tok/pass · K=4 · 20.0 tok/s · stopped"
+    assert "tok/s" not in meta_line(reply_stats(done, "4"), show_timings=False)
+    plain = Finished("length", stats(seconds=4.0, drafted=0, accepted=0, passes=40), (), "t")
+    verdict = comparison_verdict(reply_stats(done, "4"), plain, same_text=True)
+    assert verdict == ("speculative 20.0 tok/s vs speculation off 10.0 tok/s → 2.00x · "
+                       "identical text")
+
+
+# ----- batching ----------------------------------------------------------------------------
+
+def events() -> list[object]:
+    totals = stats()
+    return [
+        TextPiece("Hel", False), Progress(CycleStats(4, 4, 3, 4, 0.01), totals),
+        TextPiece("lo", True), Progress(CycleStats(4, 4, 4, 5, 0.01), totals),
+        Finished("eos", totals, (1, 2), "Hello"),
+    ]
+
+
+def test_batcher_posts_every_event_at_interval_zero_and_one_batch_when_slow() -> None:
+    posted: list[object] = []
+    batcher = ReplyBatcher(posted.append, "reply", interval=0.0)
+    for event in events():
+        batcher.add(event)
+    updates = [m for m in posted if isinstance(m, ReplyUpdate)]
+    assert len(updates) == 4 and isinstance(posted[-1], ReplyFinished)
+    posted.clear()
+    slow = ReplyBatcher(posted.append, "reply", interval=3600.0)
+    for event in events():
+        slow.add(event)
+    [update, finished] = posted
+    assert update.pieces == (("Hel", False), ("lo", True)) and len(update.cycles) == 2
+    assert isinstance(finished, ReplyFinished) and not finished.speculation_off
+
+
+def test_batcher_marks_a_reply_run_entirely_at_k0_as_a_baseline() -> None:
+    posted: list[object] = []
+    batcher = ReplyBatcher(posted.append, "reply")
+    totals = stats(drafted=0, accepted=0)
+    for event in [Progress(CycleStats(0, 0, 0, 1, 0.01), totals), Finished("eos", totals, (), "")]:
+        batcher.add(event)
+    assert posted[-1].speculation_off
+
+
+# ----- options -----------------------------------------------------------------------------
+
+def chat_args(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["chat", *argv])
+
+
+def test_options_from_explicit_paths(tmp_path: Path) -> None:
+    options = options_from_args(chat_args("--target", "t.gguf", "--draft", "d.gguf", "-k", "0",
+                                          "--system", "Be brief.", "--max-tokens", "64"))
+    assert (options.target.name, options.draft.name) == ("t.gguf", "d.gguf")
+    control = options.draft_control()
+    assert not control.enabled and control.effective_k() == 0 and control.k == AUTO
+    assert options.system == "Be brief." and options.max_tokens == 64
+    with pytest.raises(SpectuiError, match="--draft needs --target"):
+        options_from_args(chat_args("--draft", "d.gguf"))
+
+
+def test_options_from_a_pulled_catalog_pair(tiny_pair, spectui_home: Path) -> None:
+    from spectui.catalog import pull_adhoc
+
+    pull_adhoc("tiny", str(tiny_pair.target), str(tiny_pair.draft))
+    options = options_from_args(chat_args("tiny"))
+    assert options.pair_name == "tiny"
+    assert options.target.samefile(tiny_pair.target) and options.draft.samefile(tiny_pair.draft)
+
+
+def test_unknown_pair_names_the_pull_command(spectui_home: Path) -> None:
+    with pytest.raises(SpectuiError, match="spectui pull"):
+        options_from_args(chat_args("qwen2.5-7b"))

@@ -1,0 +1,66 @@
+"""Snapshots of the main screen at a fixed size (pytest-textual-snapshot).
+
+Timings vary run to run, so these apps run with `show_timings=False`: every tokens/sec figure,
+the speedup, the speed sparkline and the baseline's clock time show as placeholders, while the
+layout, the K, the acceptance and the baseline's description stay real. The screens shown are
+ones whose text is fixed: a fresh screen after load, and a stored chat reopened with --resume.
+Update with `pytest tests/test_ui_snapshots.py --snapshot-update` after a deliberate change.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from textual.pilot import Pilot
+
+from spectui.chat.store import ChatStore
+from spectui.paths import chats_db_path
+from spectui.ui.app import SpectuiApp
+from spectui.ui.options import ChatOptions
+
+SIZE = (120, 36)
+STORED_REPLY = """Here is a loop:
+
+```python
+for gear in range(1, 4):
+    print(f"gear {gear}")
+```
+
+Each **gear** changes the ratio."""
+
+
+def frozen_options(pair, **overrides: object) -> ChatOptions:
+    values: dict[str, object] = dict(
+        pair_name="tiny", target=pair.target, draft=pair.draft, k=4, max_tokens=24, n_ctx=1024,
+        threads=2, show_timings=False,
+    )
+    values.update(overrides)
+    return ChatOptions(**values)  # type: ignore[arg-type]
+
+
+async def until_ready(pilot: Pilot) -> None:
+    deadline = time.monotonic() + 60
+    while not pilot.app.ready and time.monotonic() < deadline:
+        await pilot.pause(0.05)
+    pilot.app.clear_notifications()
+    await pilot.pause(0.1)
+
+
+def test_main_screen_after_load(snap_compare, tiny_pair, spectui_home: Path) -> None:
+    app = SpectuiApp(frozen_options(tiny_pair))
+    assert snap_compare(app, terminal_size=SIZE, run_before=until_ready)
+
+
+def test_main_screen_with_a_resumed_chat(snap_compare, tiny_pair, spectui_home: Path) -> None:
+    store = ChatStore(chats_db_path())
+    chat = store.new_chat("tiny")
+    store.add_message(chat, "user", "Show me a loop over gears.")
+    stats = {"reason": "eos", "tokens": 42, "drafted": 40, "acceptance": 0.75,
+             "mean_accepted": 2.5, "tps": 88.0, "k": "4"}
+    store.add_message(chat, "assistant", STORED_REPLY, stats=stats)
+    store.add_message(chat, "user", "And then?")
+    store.add_message(chat, "assistant", "The chain mov", complete=False)
+    store.close()
+    app = SpectuiApp(frozen_options(tiny_pair, resume=True))
+    assert snap_compare(app, terminal_size=SIZE, run_before=until_ready)
