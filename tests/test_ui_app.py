@@ -354,3 +354,42 @@ def _palette_text(app: SpectuiApp) -> str:
         return ""
     commands = found.first()
     return " ".join(str(commands.get_option_at_index(i).prompt) for i in range(commands.option_count))
+
+
+@run_async
+async def test_full_context_is_reported_and_a_new_chat_recovers(pair) -> None:
+    app = RecordingApp(options(pair, n_ctx=256))  # llama.cpp rounds n_ctx up to 256s
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "a very long question " * 30)
+        assert app.finishes[-1].finished.reason == "context"
+        error = " ".join(shown(n) for n in app.query(".note-message.error"))
+        assert "context is full" in error and "--ctx" in error
+        await pilot.press("ctrl+n")
+        await send(pilot, "short")
+        assert app.finishes[-1].finished.reason != "context"
+
+
+@run_async
+async def test_quitting_mid_reply_cancels_the_worker_and_frees_the_models(pair) -> None:
+    app = GatedApp(options(pair, max_tokens=4000, n_ctx=4096))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "Write a long story.", wait=False)
+        await held(pilot)
+        [worker] = [w for w in app.workers if w.group == "engine" and not w.is_finished]
+        threading.Timer(0.3, app.release).start()  # the thread resumes while the app quits
+        await pilot.press("ctrl+q")
+    assert worker.is_cancelled
+    assert app.session.generator is None  # closed once the worker let go of it
+    assert app.stop_requested.is_set()
+
+
+@run_async
+async def test_missing_model_file_is_reported_in_the_app(pair, tmp_path: Path) -> None:
+    app = RecordingApp(options(pair, target=tmp_path / "nowhere.gguf"))
+    async with app.run_test(size=SIZE) as pilot:
+        status = app.query_one("#status", Static)
+        await until(pilot, lambda: "pick a pair" in str(status.content), "the failed status")
+        error = shown(app.query_one(".note-message.error", NoteMessage))
+        assert "model file not found" in error and "nowhere.gguf" in error

@@ -215,3 +215,20 @@ def test_options_from_a_pulled_catalog_pair(tiny_pair, spectui_home: Path) -> No
 def test_unknown_pair_names_the_pull_command(spectui_home: Path) -> None:
     with pytest.raises(SpectuiError, match="spectui pull"):
         options_from_args(chat_args("qwen2.5-7b"))
+
+
+def test_pull_progress_is_posted_not_printed_and_a_quit_interrupts_it() -> None:
+    from spectui.ui.messages import LoadProgress
+    from spectui.ui.workers import tqdm_posting
+
+    posted: list[object] = []
+    cancelled = {"now": False}
+    bar_class = tqdm_posting(posted.append, lambda: cancelled["now"])
+    bar = bar_class(total=200, desc="target.gguf")
+    bar.update(100)
+    bar.update(100)
+    fractions = [m.fraction for m in posted if isinstance(m, LoadProgress)]
+    assert fractions[-1] == 1.0 and all("target.gguf" in m.label for m in posted)
+    cancelled["now"] = True
+    with pytest.raises(InterruptedError):
+        bar.update(1)

@@ -240,7 +240,9 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
 
     async def on_reply_finished(self, message: ReplyFinished) -> None:
         finished = message.finished
-        k_label = describe_k(self.draft_control, self.has_draft, self.last_cycle_k)
+        k_label = "0" if message.purpose == "compare" else describe_k(
+            self.draft_control, self.has_draft, self.last_cycle_k
+        )
         stats = summary.reply_stats(finished, k_label)
         if message.speculation_off:
             source = "side-by-side re-run" if message.purpose == "compare" else "reply with speculation off"

@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Label, Markdown, Static
+from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownStream
 
 DRAFT_STYLE = "green"
@@ -122,10 +122,10 @@ class Comparison(Vertical):
         with Horizontal(classes="sides"):
             yield self.left
             yield self.right
-        yield Label("", classes="verdict")
+        yield Static("", classes="verdict")
 
     def set_verdict(self, verdict: str) -> None:
-        self.query_one(".verdict", Label).update(verdict)
+        self.query_one(".verdict", Static).update(verdict)
 
 
 class ChatLog(VerticalScroll):

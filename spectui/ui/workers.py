@@ -136,6 +136,9 @@ class EngineWorkers:
                 self._load_locked(options, plan, lambda: worker.is_cancelled)
         except SpectuiError as error:
             self.post_message(EngineFailed(str(error), "load"))
+        except Exception as error:  # a bug, but the UI must not wait forever: say so, keep the trace
+            self.post_message(EngineFailed(f"loading failed unexpectedly: {error!r}", "load"))
+            raise
 
     def _load_locked(self, options: ChatOptions, plan: memory.MemoryPlan,
                      cancelled: Callable[[], bool]) -> None:
@@ -166,8 +169,12 @@ class EngineWorkers:
 
         for path in filter(None, (options.target, options.draft)):
             check_readable(path)
-        target = memory.read_footprint(options.target)
-        draft = memory.read_footprint(options.draft) if options.draft else None
+        try:
+            target = memory.read_footprint(options.target)
+            draft = memory.read_footprint(options.draft) if options.draft else None
+        except Exception:  # a damaged header: llama.cpp's load will say what is wrong
+            return memory.MemoryPlan(n_gpu_layers=options.n_gpu_layers,
+                                     draft_n_gpu_layers=options.draft_n_gpu_layers)
         gpu = gpu_offload_available()
         return memory.plan(
             target, draft, options.n_ctx, gpu=gpu, n_gpu_layers=options.n_gpu_layers,
@@ -193,9 +200,13 @@ class EngineWorkers:
                 config = replace(config, stop=(*config.stop, *chat_format.stop_strings))
                 for event in generator.generate(prompt, config, control, cancelled=cancelled):
                     batcher.add(event)
-        except (SpectuiError, RuntimeError) as error:
+        except SpectuiError as error:
             batcher.flush()
             self.post_message(EngineFailed(str(error), "reply"))
+        except Exception as error:  # a bug, but the UI must leave its busy state: say so
+            batcher.flush()
+            self.post_message(EngineFailed(f"the reply failed unexpectedly: {error!r}", "reply"))
+            raise
 
     @work(thread=True, exclusive=True, group="pull", exit_on_error=False)
     def prepare_pair(self, name: str, pulled: bool) -> None:
