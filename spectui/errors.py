@@ -15,6 +15,10 @@ class ModelLoadError(SpectuiError):
     """A GGUF file is missing, unreadable, truncated, or not a model llama.cpp can load."""
 
 
+class LoadCancelled(SpectuiError):
+    """A model load was stopped by its progress callback (the user quit or switched pairs)."""
+
+
 class IncompatibleDraftError(SpectuiError):
     """The draft cannot propose tokens for this target (different vocabulary or special tokens)."""
 

@@ -14,7 +14,7 @@ from spectui.engine.events import Finished, Progress, TextPiece
 from spectui.engine.generator import Generator, load_generator
 from spectui.engine.model import LlamaModel
 from spectui.engine.speculative import speculative_step
-from spectui.errors import IncompatibleDraftError, ModelLoadError
+from spectui.errors import IncompatibleDraftError, LoadCancelled, ModelLoadError
 
 PROMPTS = ["The story of the wind", "Hello there, what is in the", "in the in the in the", "x"]
 
@@ -217,3 +217,17 @@ def test_paths_are_accepted_as_strings(tiny_pair):
 def test_tokenizer_round_trips_text(generator):
     text = "Hello there, the world is in é and ü 😀"
     assert generator.target.detokenize(generator.target.tokenize(text)) == text
+
+
+def test_a_progress_callback_returning_false_cancels_the_load(tiny_pair):
+    seen: list[float] = []
+
+    def stop_at_once(fraction: float) -> bool:
+        seen.append(fraction)
+        return False
+
+    with pytest.raises(LoadCancelled, match="was cancelled"):
+        LlamaModel.load(tiny_pair.target, n_ctx=64, progress=stop_at_once)
+    assert seen  # llama.cpp called back before giving up
+    with LlamaModel.load(tiny_pair.target, n_ctx=64, progress=seen.append) as model:
+        assert model.n_layer == 4 and seen[-1] == pytest.approx(1.0)

@@ -17,11 +17,12 @@ import llama_cpp
 import numpy as np
 
 from spectui.engine import gguf_file, llama_log
-from spectui.errors import ContextFullError, ModelLoadError, UnsupportedModelError
+from spectui.errors import ContextFullError, LoadCancelled, ModelLoadError, UnsupportedModelError
 
 _backend_ready = False
 
-ProgressCallback = Callable[[float], None]
+ProgressCallback = Callable[[float], bool | None]
+"""Receives the load's progress, 0..1; returning False cancels the load (`LoadCancelled`)."""
 
 
 def _init_backend() -> None:
@@ -83,12 +84,15 @@ class LlamaModel:
         params = llama_cpp.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
         params.vocab_only = vocab_only
+        cancelled: list[bool] = []
         keep_alive = None
         if progress is not None:
-            keep_alive = _progress_callback(progress)
+            keep_alive = _progress_callback(progress, cancelled)
             params.progress_callback = keep_alive
         model = llama_cpp.llama_model_load_from_file(str(file).encode(), params)
         del keep_alive
+        if not model and cancelled:
+            raise LoadCancelled(f"loading {file.name} was cancelled")
         if not model:
             raise ModelLoadError(
                 f"llama.cpp could not load {file}: {gguf_file.diagnose(file)}; "
@@ -300,9 +304,13 @@ class LlamaModel:
         self.cached.extend(tokens)
 
 
-def _progress_callback(report: ProgressCallback) -> llama_cpp.llama_progress_callback:
+def _progress_callback(report: ProgressCallback, cancelled: list[bool]) -> llama_cpp.llama_progress_callback:
+    """Wrap `report` for llama.cpp; a False from it stops the load and is noted in `cancelled`."""
+
     def on_progress(fraction: float, _user_data: ctypes.c_void_p) -> bool:
-        report(float(fraction))
+        if report(float(fraction)) is False:
+            cancelled.append(True)
+            return False
         return True
 
     return llama_cpp.llama_progress_callback(on_progress)

@@ -22,7 +22,7 @@ from tqdm import tqdm
 from spectui.chat.template import ChatMessage
 from spectui.engine.config import DraftControl, GenerationConfig
 from spectui.engine.events import CycleStats, Event, Finished, GenerationStats, Progress, TextPiece
-from spectui.errors import SpectuiError
+from spectui.errors import LoadCancelled, SpectuiError
 from spectui.ui import baseline, memory
 from spectui.ui.messages import (
     BaselineMeasured,
@@ -84,15 +84,19 @@ class ReplyBatcher:
 class Throttle:
     """Calls through at most once per `interval`, plus always at fraction 1.0."""
 
-    def __init__(self, post: Post, label: str, interval: float = PROGRESS_INTERVAL) -> None:
+    def __init__(self, post: Post, label: str, interval: float = PROGRESS_INTERVAL,
+                 cancelled: Callable[[], bool] = lambda: False) -> None:
         self.post, self.label, self.interval = post, label, interval
+        self.cancelled = cancelled
         self._last = 0.0
 
-    def __call__(self, fraction: float) -> None:
+    def __call__(self, fraction: float) -> bool:
+        """Post the progress; False (stop loading) once the worker is cancelled."""
         now = time.monotonic()
         if fraction >= 1.0 or now - self._last >= self.interval:
             self._last = now
             self.post(LoadProgress(self.label, fraction))
+        return not self.cancelled()
 
 
 def tqdm_posting(post: Post, is_cancelled: Callable[[], bool]) -> type[tqdm]:
@@ -134,6 +138,8 @@ class EngineWorkers:
             with self.session.lock:
                 self.session.release()
                 self._load_locked(options, plan, lambda: worker.is_cancelled)
+        except LoadCancelled:
+            return  # quitting or switching pairs: nothing to report
         except SpectuiError as error:
             self.post_message(EngineFailed(str(error), "load"))
         except Exception as error:  # a bug, but the UI must not wait forever: say so, keep the trace
@@ -144,7 +150,7 @@ class EngineWorkers:
                      cancelled: Callable[[], bool]) -> None:
         from spectui.engine.generator import load_generator
 
-        progress = Throttle(self.post_message, f"loading {options.models_label}")
+        progress = Throttle(self.post_message, f"loading {options.models_label}", cancelled=cancelled)
         generator = load_generator(
             options.target, options.draft, n_ctx=options.n_ctx, n_gpu_layers=plan.n_gpu_layers,
             draft_n_gpu_layers=plan.draft_n_gpu_layers, n_threads=options.threads,
