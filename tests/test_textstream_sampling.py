@@ -110,3 +110,17 @@ def test_draft_control_steps_through_one_to_sixteen_and_auto():
     assert control.toggle() is False and control.effective_k() == 0
     with pytest.raises(ValueError):
         control.set_k(17)
+
+
+def test_auto_p_min_follows_the_measured_cost_of_one_more_draft_token():
+    cheap, dear = AutoDraft(), AutoDraft()
+    feed_cycles(cheap, accept_rate=0.9, draft_s=0.002, verify_s=0.03)
+    feed_cycles(dear, accept_rate=0.9, draft_s=0.025, verify_s=0.03)
+    assert cheap.p_min() < 0.3 < 0.6 < dear.p_min() <= 0.95
+
+
+def test_a_draft_cut_short_is_not_charged_as_a_dearer_token():
+    auto = AutoDraft()
+    for _ in range(20):  # one token drafted, but two passes ran (the second found it unsure)
+        auto.observe(drafted=1, accepted=1, draft_seconds=0.02, verify_seconds=0.03, draft_decodes=2)
+    assert auto.p_min() == pytest.approx((0.01 + auto._verify_cost_line()[1]) / sum(auto._verify_cost_line()))

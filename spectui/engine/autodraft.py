@@ -6,6 +6,12 @@ verify cost grows with the batch as v0 + v1·(k + 1). Speedup over plain decodin
 E(k) · c_verify(1) / cost(k); we choose the k that maximizes it, and k = 0 when none beats 1.
 While at k = 0 a cheap probe cycle keeps the estimate of a fresh, so speculation comes back when
 the text turns predictable again.
+
+Within a cycle the draft also stops early when it is unsure: one more draft token pays only if
+its chance of acceptance (the draft's own top probability stands in for it) beats what it costs
+in units of a plain target step, (c_draft + v1) / (v0 + v1). That threshold is `p_min`, measured
+rather than fixed: on the demo pair it is about 0.4; a draft nearly as slow as its target gets
+close to 1 and stops drafting on anything it is not sure of.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from spectui.engine.config import MAX_DRAFT
 DECAY = 0.9  # weight of history in the running estimates (about the last 10 cycles)
 PROBE_EVERY = 8  # cycles at k = 0 between probes
 PROBE_K = 2
+DEFAULT_P_MIN = 0.5  # before any cost is measured
 
 
 class AutoDraft:
@@ -34,16 +41,21 @@ class AutoDraft:
     def acceptance(self) -> float:
         return self._accepted / (self._accepted + self._rejected)
 
-    def observe(self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float) -> None:
+    def observe(self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float,
+                draft_decodes: int | None = None) -> None:
+        """Record a cycle. Draft cost is per forward pass (a draft cut short still paid for the
+        pass that found it unsure), so short drafts do not look dearer per token than they are."""
         self._verify.append((drafted + 1, verify_seconds))
+        decodes = drafted if draft_decodes is None else draft_decodes
+        if decodes > 0:
+            per_token = draft_seconds / decodes
+            old = self._draft_token_seconds
+            self._draft_token_seconds = per_token if old is None else DECAY * old + (1 - DECAY) * per_token
         if drafted == 0:
             return
         rejected = 1.0 if accepted < drafted else 0.0
         self._accepted = DECAY * self._accepted + accepted
         self._rejected = DECAY * self._rejected + rejected
-        per_token = draft_seconds / drafted
-        old = self._draft_token_seconds
-        self._draft_token_seconds = per_token if old is None else DECAY * old + (1 - DECAY) * per_token
 
     def choose(self) -> int:
         if self._draft_token_seconds is None or not self._verify:
@@ -60,6 +72,13 @@ class AutoDraft:
         else:
             self._idle_cycles = 0
         return best_k
+
+    def p_min(self) -> float:
+        """Stop a draft when its top probability falls below the cost of one more token."""
+        if self._draft_token_seconds is None or not self._verify:
+            return DEFAULT_P_MIN
+        v0, v1 = self._verify_cost_line()
+        return min(max((self._draft_token_seconds + v1) / (v0 + v1), 0.05), 0.95)
 
     def expected_speedup(self, k: int) -> float:
         a = min(self.acceptance, 0.999)

@@ -24,11 +24,6 @@ from spectui.engine.speculative import pick, speculative_step
 from spectui.engine.textstream import TextStream
 from spectui.errors import ContextFullError, UnsupportedModelError
 
-# K = auto stops a draft early when the draft's top probability falls below this
-# (llama.cpp's --spec-draft-p-min; 0.75 restored its acceptance in ggml-org/llama.cpp#25792).
-AUTO_P_MIN_GREEDY = 0.75
-AUTO_P_MIN_SAMPLED = 0.4
-
 
 def context_full_message(n_ctx: int) -> str:
     return f"the context is full ({n_ctx} tokens); start a new chat or raise --ctx"
@@ -97,7 +92,8 @@ class _Reply:
             if self.target.room() < 1:
                 raise ContextFullError(context_full_message(self.target.n_ctx))
             step = speculative_step(self.target, self.proposer, context, k, self.cfg, self.rng, self._p_min(control))
-            self.auto.observe(step.drafted, step.accepted, step.draft_seconds, step.verify_seconds)
+            self.auto.observe(step.drafted, step.accepted, step.draft_seconds, step.verify_seconds,
+                              step.draft_decodes)
             context.extend(step.tokens)
             pieces, reason, emitted = self._accept(step.tokens, drafted=step.accepted)
             yield from pieces
@@ -128,9 +124,8 @@ class _Reply:
         return max(0, min(k, remaining, self.target.room() - 1))
 
     def _p_min(self, control: DraftControl) -> float:
-        if control.effective_k() != AUTO:
-            return 0.0
-        return AUTO_P_MIN_GREEDY if self.cfg.greedy else AUTO_P_MIN_SAMPLED
+        """A fixed K drafts exactly K; auto stops a draft once a token is not worth its cost."""
+        return self.auto.p_min() if control.effective_k() == AUTO else 0.0
 
     def _accept(self, new_tokens: list[int], drafted: int) -> tuple[list[Event], StopReason | None, int]:
         """Append tokens to the reply in order, stopping at EOS, a stop string or max_tokens.

@@ -27,6 +27,8 @@ class Proposal:
     tokens: list[int] = field(default_factory=list)
     dists: list[Dist | None] = field(default_factory=list)
     """q_i, the distribution d_i was drawn from; None for a deterministic proposal."""
+    decodes: int = 0
+    """Forward passes the proposer ran (K = auto divides its drafting time by this)."""
 
 
 class Proposer(Protocol):
@@ -57,6 +59,7 @@ class DraftModelProposer:
             return proposal
         # Catch up: decode whatever the draft has not seen (at least the last token).
         logits = self.model.sync(context)
+        proposal.decodes = 1
         while True:
             token, dist, confidence = self._choose(logits, cfg, rng, p_min)
             if confidence < p_min:
@@ -66,6 +69,7 @@ class DraftModelProposer:
             if len(proposal.tokens) == k or self.model.is_eog(token):
                 break
             logits = self.model.extend([token])[0]
+            proposal.decodes += 1
         return proposal
 
     @staticmethod

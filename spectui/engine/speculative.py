@@ -27,6 +27,7 @@ class StepResult:
     accepted: int
     draft_seconds: float
     verify_seconds: float
+    draft_decodes: int = 0
 
 
 def accept_draft_token(p_d: float, q_d: float, u: float) -> bool:
@@ -81,7 +82,7 @@ def speculative_step(
     # 4. Roll back: the target keeps last + the accepted prefix; the new token stays pending.
     target.truncate(n_cached + 1 + accepted)
     t2 = time.perf_counter()
-    return StepResult([*drafted[:accepted], extra], len(drafted), accepted, t1 - t0, t2 - t1)
+    return StepResult([*drafted[:accepted], extra], len(drafted), accepted, t1 - t0, t2 - t1, proposal.decodes)
 
 
 def pick(logits: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator) -> int:
