@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from spectui.engine import sampling
-from spectui.engine.autodraft import AutoDraft
+from spectui.engine.autodraft import PROBE_K, AutoDraft
 from spectui.engine.config import AUTO, DraftControl, SamplingConfig
+from spectui.engine.speculative import StepResult
 from spectui.engine.textstream import TextStream
 
 
@@ -75,6 +76,12 @@ def test_sample_draws_in_proportion(seed):
     assert 0.17 < draws.count(3) / 4000 < 0.23
 
 
+def step(drafted: int, accepted: int, draft_s: float, verify_s: float, decodes: int,
+         caught_up: int = 1) -> StepResult:
+    tokens = list(range(accepted + 1))
+    return StepResult(tokens, drafted, accepted, draft_s, verify_s, decodes, (0.8,) * drafted, caught_up)
+
+
 def feed_cycles(auto: AutoDraft, accept_rate: float, draft_s: float, verify_s: float, n: int = 40) -> None:
     rng = np.random.default_rng(0)
     for _ in range(n):
@@ -82,7 +89,7 @@ def feed_cycles(auto: AutoDraft, accept_rate: float, draft_s: float, verify_s: f
         accepted = 0
         while accepted < k and rng.random() < accept_rate:
             accepted += 1
-        auto.observe(k, accepted, draft_s * k, verify_s * (1 + 0.1 * k))
+        auto.observe(step(k, accepted, draft_s * k, verify_s * (1 + 0.1 * k), decodes=k))
 
 
 def test_auto_drafts_long_when_the_draft_is_cheap_and_right():
@@ -122,5 +129,17 @@ def test_auto_p_min_follows_the_measured_cost_of_one_more_draft_token():
 def test_a_draft_cut_short_is_not_charged_as_a_dearer_token():
     auto = AutoDraft()
     for _ in range(20):  # one token drafted, but two passes ran (the second found it unsure)
-        auto.observe(drafted=1, accepted=1, draft_seconds=0.02, verify_seconds=0.03, draft_decodes=2)
-    assert auto.p_min() == pytest.approx((0.01 + auto._verify_cost_line()[1]) / sum(auto._verify_cost_line()))
+        auto.observe(step(1, 1, draft_s=0.02, verify_s=0.03, decodes=2))
+        auto.observe(step(0, 0, draft_s=0.05, verify_s=0.02, decodes=1, caught_up=9))  # a catch-up pass
+    assert auto.p_min() == pytest.approx(0.01 / auto.verify_cost(1) / auto.calibration)
+
+
+def test_a_probe_drafts_whatever_the_confidence():
+    auto = AutoDraft()
+    feed_cycles(auto, accept_rate=0.2, draft_s=0.02, verify_s=0.03)
+    probes = []
+    for _ in range(16):
+        k = auto.choose()
+        probes.append((k, auto.p_min()))
+    assert (PROBE_K, 0.0) in probes
+    assert all(p > 0 for k, p in probes if k == 0)

@@ -92,8 +92,7 @@ class _Reply:
             if self.target.room() < 1:
                 raise ContextFullError(context_full_message(self.target.n_ctx))
             step = speculative_step(self.target, self.proposer, context, k, self.cfg, self.rng, self._p_min(control))
-            self.auto.observe(step.drafted, step.accepted, step.draft_seconds, step.verify_seconds,
-                              step.draft_decodes)
+            self.auto.observe(step)
             context.extend(step.tokens)
             pieces, reason, emitted = self._accept(step.tokens, drafted=step.accepted)
             yield from pieces

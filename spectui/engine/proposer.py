@@ -27,8 +27,12 @@ class Proposal:
     tokens: list[int] = field(default_factory=list)
     dists: list[Dist | None] = field(default_factory=list)
     """q_i, the distribution d_i was drawn from; None for a deterministic proposal."""
+    confidences: list[float] = field(default_factory=list)
+    """The proposer's confidence in each token (its top probability; 1.0 when not measured)."""
     decodes: int = 0
     """Forward passes the proposer ran (K = auto divides its drafting time by this)."""
+    caught_up: int = 0
+    """Context tokens the proposer had to read before drafting (2 at most in steady state)."""
 
 
 class Proposer(Protocol):
@@ -58,6 +62,7 @@ class DraftModelProposer:
         if k <= 0:
             return proposal
         # Catch up: decode whatever the draft has not seen (at least the last token).
+        proposal.caught_up = len(context) - min(self.model.common_prefix(context), len(context) - 1)
         logits = self.model.sync(context)
         proposal.decodes = 1
         while True:
@@ -66,6 +71,7 @@ class DraftModelProposer:
                 break  # unsure: a likely rejection costs more than it saves
             proposal.tokens.append(token)
             proposal.dists.append(dist)
+            proposal.confidences.append(confidence)
             if len(proposal.tokens) == k or self.model.is_eog(token):
                 break
             logits = self.model.extend([token])[0]

@@ -28,6 +28,8 @@ class StepResult:
     draft_seconds: float
     verify_seconds: float
     draft_decodes: int = 0
+    draft_confidences: tuple[float, ...] = ()
+    draft_caught_up: int = 0
 
 
 def accept_draft_token(p_d: float, q_d: float, u: float) -> bool:
@@ -82,7 +84,8 @@ def speculative_step(
     # 4. Roll back: the target keeps last + the accepted prefix; the new token stays pending.
     target.truncate(n_cached + 1 + accepted)
     t2 = time.perf_counter()
-    return StepResult([*drafted[:accepted], extra], len(drafted), accepted, t1 - t0, t2 - t1, proposal.decodes)
+    return StepResult([*drafted[:accepted], extra], len(drafted), accepted, t1 - t0, t2 - t1,
+                      proposal.decodes, tuple(proposal.confidences), proposal.caught_up)
 
 
 def pick(logits: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator) -> int:
