@@ -2,10 +2,10 @@
 
     python scripts/bench_demo.py [--max-tokens 128] [--candidates]
 
-Every measurement runs `spectui bench --json` in its own process (so peak RSS is per run) on
-the same machine, one after the other. It reports:
-  1. T = 0, K = 5: speculative vs. the K = 0 baseline, and whether outputs are identical;
-  2. a K sweep, to see where the speedup peaks;
+Every measurement runs `spectui bench --json --repeat 3` in its own process (so peak RSS is
+per run): baseline and speculative runs interleaved, medians reported. It reports:
+  1-2. a K sweep at T = 0 (K = 5 among them): speculative vs. the K = 0 baseline, whether the
+     outputs are identical, and where the speedup peaks;
   3. T = 0.8 with K = auto and K = 5 (rejection sampling), next to the acceptance that
      "greedy draft, then sample the target and compare" gets on the same pair;
   4. our K = 0 path vs. llama-cpp-python's own `create_completion` on the same target;
@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -50,19 +51,36 @@ def chat_prompt(model: LlamaModel) -> list[int]:
     return encode_prompt(model, ChatFormat.from_model(model).render([ChatMessage("user", PROMPT)]))
 
 
-def llama_cpp_python_tps(target: Path, max_tokens: int) -> float:
-    """Decode tokens/sec of llama-cpp-python's high-level create_completion (stream timing)."""
+def baseline_vs_create_completion(target: Path, max_tokens: int, rounds: int = 4) -> dict[str, object]:
+    """Our K = 0 path against llama-cpp-python's create_completion, same model, same prompt,
+    in one process and interleaved, so CPU drift hits both alike. Decode tokens/sec each."""
     from llama_cpp import Llama
 
+    from spectui.engine.config import DraftControl, GenerationConfig
+    from spectui.engine.events import Finished
+    from spectui.engine.generator import load_generator
+
     llm = Llama(model_path=str(target), n_ctx=2048, n_threads=os.cpu_count(), verbose=False)
-    with LlamaModel.load(target, n_ctx=0, vocab_only=True) as vocab:
-        prompt = chat_prompt(vocab)
-    llm.create_completion(prompt, max_tokens=8, temperature=0.0)  # warm-up
-    stamps = []
-    for _ in llm.create_completion(prompt, max_tokens=max_tokens, temperature=0.0, stream=True):
-        stamps.append(time.perf_counter())
+    gen = load_generator(target, None, n_ctx=2048)
+    prompt = chat_prompt(gen.target)
+
+    def theirs() -> float:
+        stamps = [time.perf_counter() for _ in llm.create_completion(prompt, max_tokens=max_tokens,
+                                                                      temperature=0.0, stream=True)]
+        return (len(stamps) - 1) / (stamps[-1] - stamps[0])
+
+    def ours() -> float:
+        gen.target.reset()
+        events = gen.generate(prompt, GenerationConfig(max_tokens=max_tokens), DraftControl(0))
+        return next(e for e in events if isinstance(e, Finished)).stats.decode_tps
+
+    theirs(), ours()  # warm-up
+    samples = [(ours(), theirs()) for _ in range(rounds)]
     llm.close()
-    return (len(stamps) - 1) / (stamps[-1] - stamps[0])
+    gen.close()
+    ours_tps, theirs_tps = statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
+    return {"ours_k0_tps": round(ours_tps, 2), "create_completion_tps": round(theirs_tps, 2),
+            "ratio": round(ours_tps / theirs_tps, 3), "rounds": rounds}
 
 
 def sample_and_compare_acceptance(target: Path, draft: Path, k: int, temperature: float, steps: int) -> float:
@@ -118,17 +136,18 @@ def build_candidate(precision: str) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds per bench (medians)")
     parser.add_argument("--candidates", action="store_true", help="also measure F16 and Q8_0 targets")
     args = parser.parse_args()
     pair = demo.ensure_demo_pair()
     t, d, n = pair.target, pair.draft, str(args.max_tokens)
     report: dict[str, object] = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
                                  "target": t.name, "draft": d.name, "max_tokens": args.max_tokens}
-    report["greedy_k5"] = bench(t, d, "-k", "5", "--max-tokens", n)[0]
-    report["sweep"] = bench(t, d, "-k", "1,2,3,4,5,6,8,auto", "--max-tokens", n)
-    report["sampled"] = bench(t, d, "-k", "auto,5", "--temperature", "0.8", "--max-tokens", n)
+    rounds = str(args.repeat)
+    report["sweep"] = bench(t, d, "-k", "1,2,3,4,5,6,8,auto", "--max-tokens", n, "--repeat", rounds)
+    report["sampled"] = bench(t, d, "-k", "auto,5", "--temperature", "0.8", "--max-tokens", n, "--repeat", rounds)
     report["sample_and_compare_acceptance_k5_t0.8"] = round(sample_and_compare_acceptance(t, d, 5, 0.8, 40), 3)
-    report["llama_cpp_python_create_completion_tps"] = round(llama_cpp_python_tps(t, args.max_tokens), 2)
+    report["baseline_vs_create_completion"] = baseline_vs_create_completion(t, args.max_tokens)
     rss = bench(t, d, "-k", "5", "--ctx", "8192", "--max-tokens", "64", "--prompt", PROMPT)[0]
     files_mb = (t.stat().st_size + d.stat().st_size) / 2**20
     kv_mb = kv_cache_mb(t, 8192) + kv_cache_mb(d, 8192)
@@ -136,7 +155,7 @@ def main() -> int:
                              "kv_cache_mb": round(kv_mb, 1),
                              "headroom_mb": round(files_mb + kv_mb + 300 - rss["peak_rss_mb"], 1)}
     if args.candidates:
-        report["candidates"] = {p: bench(build_candidate(p), d, "-k", "5", "--max-tokens", n)[0]
+        report["candidates"] = {p: bench(build_candidate(p), d, "-k", "5", "--max-tokens", n, "--repeat", rounds)[0]
                                 for p in ("F16", "Q8_0")}
     print(json.dumps(report, indent=2))
     return 0

@@ -4,6 +4,11 @@ For every prompt the speculation-off baseline (K = 0, the same engine with no dr
 the speculative loop each generate `--max-tokens` tokens; tokens/sec is total decoded tokens over
 total decode time. `-k 1,2,4,8` sweeps draft lengths: one row (one JSON line) per K. Progress
 goes to stderr so stdout stays clean for `--json`.
+
+`--repeat N` runs the baseline and every K N times, interleaved (baseline, K1, K2, ..., then
+again), and reports medians, with each speedup taken against the baseline of its own round: a
+shared or throttled CPU drifts by tens of percent over minutes, and interleaving keeps that drift
+out of the ratio.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from statistics import median
 
 from spectui.engine.config import AUTO, DraftControl, DraftLength, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished, GenerationStats
@@ -62,6 +68,7 @@ class BenchRow:
     identical: bool | None
     """Outputs equal token for token (only meaningful at temperature 0; null otherwise)."""
     prompt_tps: float
+    repeats: int
     peak_rss_mb: float
     target: str
     draft: str
@@ -103,21 +110,26 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
-def make_row(k: DraftLength, config: GenerationConfig, base: RunTotals, spec: RunTotals,
+def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], specs: list[RunTotals],
              target: Path, draft: Path) -> BenchRow:
+    """One K's row: medians over the rounds; each round's speedup against its own baseline."""
     greedy = config.sampling.greedy
+    drafted, accepted = sum(s.drafted for s in specs), sum(s.accepted for s in specs)
+    tokens, passes = sum(s.tokens for s in specs), sum(s.passes for s in specs)
+    prompt_tokens, prompt_seconds = sum(s.prompt_tokens for s in specs), sum(s.prompt_seconds for s in specs)
     return BenchRow(
         k=k,
         temperature=config.sampling.temperature,
         max_tokens=config.max_tokens,
-        prompts=len(base.outputs),
-        baseline_tps=round(base.tps, 2),
-        speculative_tps=round(spec.tps, 2),
-        speedup=round(spec.tps / base.tps, 3) if base.tps else 0.0,
-        acceptance_rate=round(spec.accepted / spec.drafted, 4) if spec.drafted else 0.0,
-        mean_accepted=round(spec.tokens / spec.passes, 3) if spec.passes else 0.0,
-        identical=(spec.outputs == base.outputs) if greedy else None,
-        prompt_tps=round(spec.prompt_tokens / spec.prompt_seconds, 1) if spec.prompt_seconds else 0.0,
+        prompts=len(bases[0].outputs),
+        baseline_tps=round(median(b.tps for b in bases), 2),
+        speculative_tps=round(median(s.tps for s in specs), 2),
+        speedup=round(median(s.tps / b.tps for s, b in zip(specs, bases, strict=True) if b.tps), 3),
+        acceptance_rate=round(accepted / drafted, 4) if drafted else 0.0,
+        mean_accepted=round(tokens / passes, 3) if passes else 0.0,
+        identical=all(s.outputs == b.outputs for s, b in zip(specs, bases, strict=True)) if greedy else None,
+        prompt_tps=round(prompt_tokens / prompt_seconds, 1) if prompt_seconds else 0.0,
+        repeats=len(specs),
         peak_rss_mb=round(peak_rss_mb(), 1),
         target=str(target),
         draft=str(draft),
@@ -159,16 +171,20 @@ def bench_command(args: argparse.Namespace) -> int:
     try:
         prompts = prompt_tokens(gen, args.prompt or DEFAULT_PROMPTS)
         run_all(gen, prompts[:1], 0, GenerationConfig(max_tokens=8))  # warm-up: first-touch page faults
-        print(f"baseline (K=0) on {len(prompts)} prompt(s) ...", file=sys.stderr)
-        base = run_all(gen, prompts, 0, config)
-        rows = []
-        for k in ks:
-            print(f"speculative K={k} ...", file=sys.stderr)
-            row = make_row(k, config, base, run_all(gen, prompts, k, config), target, draft)
-            rows.append(row)
-            if args.json:
+        bases: list[RunTotals] = []
+        specs: dict[DraftLength, list[RunTotals]] = {k: [] for k in ks}
+        for round_no in range(1, args.repeat + 1):
+            of = f" (round {round_no}/{args.repeat})" if args.repeat > 1 else ""
+            print(f"baseline (K=0) on {len(prompts)} prompt(s){of} ...", file=sys.stderr)
+            bases.append(run_all(gen, prompts, 0, config))
+            for k in ks:
+                print(f"speculative K={k}{of} ...", file=sys.stderr)
+                specs[k].append(run_all(gen, prompts, k, config))
+        rows = [make_row(k, config, bases, specs[k], target, draft) for k in ks]
+        if args.json:
+            for row in rows:
                 print(json.dumps(asdict(row)), flush=True)
-        if not args.json:
+        else:
             print_table(rows)
     finally:
         gen.close()

@@ -71,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_options(bench)
     bench.add_argument("-k", "--draft-length", type=parse_k_list, default=None, help="K, `auto`, or a sweep 1,2,4,8")
     bench.add_argument("--prompt", action="append", default=None, help="a prompt (repeatable)")
+    bench.add_argument("--repeat", type=int, default=1, help="rounds, interleaved; report medians (default 1)")
     bench.add_argument("--json", action="store_true", help="one JSON object per K on stdout")
 
     pull = sub.add_parser("pull", help="download a target/draft pair from the Hugging Face Hub")

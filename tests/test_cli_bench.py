@@ -67,3 +67,16 @@ def test_bad_draft_length_is_rejected_by_the_parser(capsys):
     with pytest.raises(SystemExit):
         main(["bench", "-k", "99"])
     assert "draft length must be 0..16 or 'auto'" in capsys.readouterr().err
+
+
+def test_bench_repeat_interleaves_rounds_and_reports_medians(tiny_pair, capsys):
+    assert main(bench(tiny_pair, "-k", "2,5", "--repeat", "2", "--json")) == 0
+    out, err = capsys.readouterr()
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["repeats"] for r in rows] == [2, 2]
+    assert all(r["identical"] is True for r in rows)
+    order = [line for line in err.splitlines() if "round" in line]
+    assert [line.split(" ...")[0] for line in order] == [
+        "baseline (K=0) on 2 prompt(s) (round 1/2)", "speculative K=2 (round 1/2)", "speculative K=5 (round 1/2)",
+        "baseline (K=0) on 2 prompt(s) (round 2/2)", "speculative K=2 (round 2/2)", "speculative K=5 (round 2/2)",
+    ]
