@@ -20,6 +20,10 @@ from spectui.engine import gguf_file, llama_log
 from spectui.errors import ContextFullError, LoadCancelled, ModelLoadError, UnsupportedModelError
 
 _backend_ready = False
+# The most rows we ever ask logits for in one decode ([last, d_1..d_16]). llama.cpp sizes its
+# compute buffer for this many output rows: at the default (n_batch) a 262k-token vocabulary
+# reserves 512 MiB per context for logits we never request.
+MAX_LOGIT_ROWS = 32
 
 ProgressCallback = Callable[[float], bool | None]
 """Receives the load's progress, 0..1; returning False cancels the load (`LoadCancelled`)."""
@@ -107,6 +111,7 @@ class LlamaModel:
         params.n_batch = n_batch
         params.n_ubatch = n_batch
         params.n_seq_max = 1
+        params.n_outputs_max = MAX_LOGIT_ROWS
         params.n_threads = n_threads
         params.n_threads_batch = n_threads
         params.no_perf = True
@@ -273,8 +278,9 @@ class LlamaModel:
             raise ContextFullError(
                 f"the context is full ({self.n_ctx} tokens); start a new chat or raise --ctx"
             )
-        if not 1 <= n_logits <= min(len(tokens), self.n_batch):
-            raise ValueError(f"n_logits must be 1..{min(len(tokens), self.n_batch)}, not {n_logits}")
+        most = min(len(tokens), self.n_batch, MAX_LOGIT_ROWS)
+        if not 1 <= n_logits <= most:
+            raise ValueError(f"n_logits must be 1..{most}, not {n_logits}")
         head, tail = tokens[: len(tokens) - n_logits], tokens[len(tokens) - n_logits :]
         for start in range(0, len(head), self.n_batch):
             self._decode(head[start : start + self.n_batch], n_logits=0)
