@@ -107,7 +107,18 @@ def run_all(gen: Generator, prompts: list[list[int]], k: DraftLength, config: Ge
 
 
 def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+    """This process's peak resident memory in MiB.
+
+    Linux's VmHWM belongs to this process image; getrusage's ru_maxrss would also count a parent's
+    peak from before exec (a benchmark script that spawned us), so it is only the fallback.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], specs: list[RunTotals],
