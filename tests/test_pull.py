@@ -77,6 +77,7 @@ def test_pair_pulls_and_is_listed(tiny_on_hub: FakeHub, tiny_pair, capsys) -> No
     assert sha(pair.draft) == sha(tiny_pair.draft)
     assert pair.recommended_k == 3
     assert resolve_pair("tiny") == pair
+    assert resolve_pair(None) == pair  # a pulled pair is the default over the demo pair
     row = next(r for r in list_pairs() if r.name == "tiny")
     assert row.pulled and row.target == pair.target and row.draft == pair.draft
     assert row.size_gb == pytest.approx(

@@ -67,19 +67,21 @@ def _missing_file(pulled: record.PulledPair) -> str | None:
 def resolve_pair(name: str | None) -> ResolvedPair:
     """The files of a pair, ready to load.
 
-    None means the default: the demo pair (built on first use when the demo extra is installed),
-    else the first pulled pair. A catalog pair that is not pulled raises `CatalogError` saying
+    None means the default: the most recently pulled pair whose files are all there (a user who
+    pulled a real model wants it, not the demo), else the demo pair (built on first use when the
+    demo extra is installed). A catalog pair that is not pulled raises `CatalogError` saying
     which `spectui pull` to run.
     """
     from spectui.catalog import demo
 
     if name is None:
+        pulled = record.read_record().pairs
+        usable = [n for n in pulled if _missing_file(pulled[n]) is None]
+        if usable:
+            latest = max(usable, key=lambda n: pulled[n].pulled_at)
+            return resolved_from_record(latest, pulled[latest])
         if demo.available() or demo.is_built():
             return demo.ensure_demo_pair()
-        pulled = record.read_record().pairs
-        for pair_name in pulled:
-            if _missing_file(pulled[pair_name]) is None:
-                return resolved_from_record(pair_name, pulled[pair_name])
         raise CatalogError(
             "no model pair available; run `pip install 'spectui[demo]'` for the built-in demo "
             "pair or `spectui pull qwen2.5-7b` (see `spectui list`)"
