@@ -15,6 +15,7 @@ from spectui import __version__
 from spectui.errors import SpectuiError
 
 Command = Callable[[argparse.Namespace], int]
+PAIR_HELP = "a pair from `spectui list` (default: the last pulled pair, else the demo pair)"
 
 
 def parse_k(value: str) -> int | str:
@@ -60,14 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
 
     chat = sub.add_parser("chat", help="open the chat app (the default)")
-    chat.add_argument("pair", nargs="?", help="a pair from `spectui list` (default: the last pulled pair, else the demo)")
+    chat.add_argument("pair", nargs="?", help=PAIR_HELP)
     add_model_options(chat)
     chat.add_argument("-k", "--draft-length", type=parse_k, default=None, help="draft length 0..16 or auto")
     chat.add_argument("--system", default=None, help="system prompt")
     chat.add_argument("--resume", action="store_true", help="reopen the last conversation")
 
     bench = sub.add_parser("bench", help="measure speculative vs. plain decoding, headless")
-    bench.add_argument("--pair", default=None, help="a pair from `spectui list` (default: the last pulled pair, else the demo)")
+    bench.add_argument("--pair", default=None, help=PAIR_HELP)
     add_model_options(bench)
     bench.add_argument("-k", "--draft-length", type=parse_k_list, default=None, help="K, `auto`, or a sweep 1,2,4,8")
     bench.add_argument("--prompt", action="append", default=None, help="a prompt (repeatable)")
