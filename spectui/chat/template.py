@@ -102,8 +102,10 @@ class ChatFormat:
 
     @property
     def stop_strings(self) -> tuple[str, ...]:
-        """Strings that end a reply; the plain format has no end-of-turn token of its own."""
-        return ("\nUser:", "\nSystem:") if self.is_fallback else ()
+        """Strings that end a reply; the plain format has no end-of-turn token of its own, so a
+        new turn label of any role (a base model happily writes the next "Assistant:" itself)
+        ends it."""
+        return tuple(f"\n{label}:" for label in FALLBACK_LABELS.values()) if self.is_fallback else ()
 
     def render(self, messages: Sequence[ChatMessage], add_generation_prompt: bool = True) -> str:
         if self.is_fallback:
