@@ -15,6 +15,7 @@ from spectui import __version__
 from spectui.errors import SpectuiError
 
 Command = Callable[[argparse.Namespace], int]
+COMMANDS = ("chat", "bench", "pull", "list", "rm")
 PAIR_HELP = "a pair from `spectui list` (default: the last pulled pair, else the demo pair)"
 
 
@@ -104,11 +105,17 @@ def _command(name: str) -> Command:
     return {"pull": commands.pull_command, "list": commands.list_command, "rm": commands.rm_command}[name]
 
 
+def with_default_command(argv: Sequence[str]) -> list[str]:
+    """A bare `spectui [chat options]` means `spectui chat [chat options]`."""
+    args = list(argv)
+    if args and (args[0] in COMMANDS or args[0] in ("-h", "--help", "--version")):
+        return args
+    return ["chat", *args]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        args = parser.parse_args(["chat", *(argv or sys.argv[1:])])
+    args = parser.parse_args(with_default_command(sys.argv[1:] if argv is None else argv))
     try:
         return _command(args.command)(args)
     except SpectuiError as error:

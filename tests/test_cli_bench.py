@@ -80,3 +80,22 @@ def test_bench_repeat_interleaves_rounds_and_reports_medians(tiny_pair, capsys):
         "baseline (K=0) on 2 prompt(s) (round 1/2)", "speculative K=2 (round 1/2)", "speculative K=5 (round 1/2)",
         "baseline (K=0) on 2 prompt(s) (round 2/2)", "speculative K=2 (round 2/2)", "speculative K=5 (round 2/2)",
     ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], ["chat"]),
+        (["--max-tokens", "200", "-k", "auto"], ["chat", "--max-tokens", "200", "-k", "auto"]),
+        (["qwen2.5-7b"], ["chat", "qwen2.5-7b"]),
+        (["bench", "--json"], ["bench", "--json"]),
+        (["--version"], ["--version"]),
+    ],
+)
+def test_a_bare_command_means_chat(argv, expected):
+    from spectui.cli import build_parser, with_default_command
+
+    assert with_default_command(argv) == expected
+    if expected[0] == "chat":
+        args = build_parser().parse_args(expected)
+        assert args.command == "chat"
