@@ -70,7 +70,7 @@ def baseline_vs_create_completion(target: Path, max_tokens: int, rounds: int = 4
         return (len(stamps) - 1) / (stamps[-1] - stamps[0])
 
     def ours() -> float:
-        gen.target.reset()
+        gen.reset()
         events = gen.generate(prompt, GenerationConfig(max_tokens=max_tokens), DraftControl(0))
         return next(e for e in events if isinstance(e, Finished)).stats.decode_tps
 

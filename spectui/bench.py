@@ -86,9 +86,7 @@ def run_all(gen: Generator, prompts: list[list[int]], k: DraftLength, config: Ge
     stats: list[GenerationStats] = []
     outputs: list[tuple[int, ...]] = []
     for i, prompt in enumerate(prompts):
-        gen.target.reset()  # every run reads its prompt from scratch: same work for each K
-        if gen.proposer is not None:
-            gen.proposer.model.reset()
+        gen.reset()  # every run reads its prompt from scratch: same work for each K
         final = next(e for e in gen.generate(prompt, config, DraftControl(k)) if isinstance(e, Finished))
         if final.reason == "context":
             print(f"  prompt {i + 1}: {final.message}", file=sys.stderr)

@@ -38,6 +38,12 @@ class Generator:
     def has_draft(self) -> bool:
         return self.proposer is not None
 
+    def reset(self) -> None:
+        """Forget every cached token, so the next reply reads its whole prompt (benchmarks)."""
+        self.target.reset()
+        if self.proposer is not None:
+            self.proposer.reset()
+
     def close(self) -> None:
         if self.proposer is not None:
             self.proposer.close()
@@ -104,12 +110,11 @@ class _Reply:
     def _prefill(self, prompt: list[int]) -> int:
         """Read the prompt (only the part not already cached) and pick the first token."""
         start = time.perf_counter()
-        reused = self.target.common_prefix(prompt)
+        self.stats.prompt_tokens = len(prompt) - self.target.kept_on_sync(prompt)
         logits = self.target.sync(prompt)
         first = pick(logits, self.cfg, self.rng)
         if self.proposer is not None:
             self.proposer.prefill(prompt)
-        self.stats.prompt_tokens = len(prompt) - min(reused, len(prompt) - 1)
         self.stats.prompt_seconds = time.perf_counter() - start
         return first
 

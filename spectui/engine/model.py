@@ -252,6 +252,11 @@ class LlamaModel:
             n += 1
         return n
 
+    def kept_on_sync(self, tokens: Sequence[int]) -> int:
+        """Cached tokens `sync(tokens)` keeps: the common prefix, less the last token (whose
+        logits it needs); `len(tokens)` minus this is what it decodes."""
+        return min(self.common_prefix(tokens), len(tokens) - 1)
+
     def sync(self, tokens: Sequence[int]) -> np.ndarray:
         """Make the cache hold exactly `tokens`; return the logits after the last one.
 
@@ -260,7 +265,7 @@ class LlamaModel:
         """
         if not tokens:
             raise ValueError("sync needs at least one token")
-        keep = min(self.common_prefix(tokens), len(tokens) - 1)
+        keep = self.kept_on_sync(tokens)
         self.truncate(keep)
         return self.extend(tokens[keep:])[-1]
 

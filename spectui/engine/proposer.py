@@ -43,6 +43,9 @@ class Proposer(Protocol):
                 rng: np.random.Generator, p_min: float) -> Proposal:
         """Up to `k` tokens to follow `context`; may stop early when unsure (top prob < p_min)."""
 
+    def reset(self) -> None:
+        """Forget any cached context."""
+
     def close(self) -> None: ...
 
 
@@ -62,7 +65,7 @@ class DraftModelProposer:
         if k <= 0:
             return proposal
         # Catch up: decode whatever the draft has not seen (at least the last token).
-        proposal.caught_up = len(context) - min(self.model.common_prefix(context), len(context) - 1)
+        proposal.caught_up = len(context) - self.model.kept_on_sync(context)
         logits = self.model.sync(context)
         proposal.decodes = 1
         while True:
@@ -88,6 +91,9 @@ class DraftModelProposer:
             return sampling.greedy(logits), None, confidence
         q = sampling.distribution(logits, cfg)
         return sampling.sample(q, rng), q, q.top_prob()
+
+    def reset(self) -> None:
+        self.model.reset()
 
     def close(self) -> None:
         self.model.close()
