@@ -114,13 +114,9 @@ def sample_and_compare_acceptance(target: Path, draft: Path, k: int, temperature
 
 def kv_cache_mb(model_path: Path, n_ctx: int) -> float:
     """f16 K and V for every layer at n_ctx (llama.cpp keeps a full-size cache for SWA layers)."""
-    with LlamaModel.load(model_path, n_ctx=0, vocab_only=True) as m:
-        arch = m.meta("general.architecture")
-        n_layer = int(m.meta(f"{arch}.block_count"))
-        n_head_kv = int(m.meta(f"{arch}.attention.head_count_kv"))
-        k_len = int(m.meta(f"{arch}.attention.key_length") or 0)
-        v_len = int(m.meta(f"{arch}.attention.value_length") or 0)
-    return n_layer * n_ctx * n_head_kv * (k_len + v_len) * 2 / 2**20
+    from spectui.ui.memory import read_footprint
+
+    return read_footprint(model_path).kv_bytes(n_ctx) / 2**20
 
 
 def build_candidate(precision: str) -> Path:
