@@ -114,7 +114,7 @@ def sample_and_compare_acceptance(target: Path, draft: Path, k: int, temperature
 
 def kv_cache_mb(model_path: Path, n_ctx: int) -> float:
     """f16 K and V for every layer at n_ctx (llama.cpp keeps a full-size cache for SWA layers)."""
-    from spectui.ui.memory import read_footprint
+    from spectui.session.memory import read_footprint
 
     return read_footprint(model_path).kv_bytes(n_ctx) / 2**20
 

@@ -24,10 +24,10 @@ from textual.widgets import Input, OptionList, Static
 
 from spectui.chat.store import ChatStore
 from spectui.paths import chats_db_path
+from spectui.session.options import ChatOptions
 from spectui.ui.app import SpectuiApp
 from spectui.ui.chat_view import AssistantMessage, Comparison, NoteMessage, UserMessage
 from spectui.ui.messages import ReplyFinished, ReplyUpdate
-from spectui.ui.options import ChatOptions
 from spectui.ui.screens import ChatsScreen
 
 DEADLINE = 60.0

@@ -11,10 +11,10 @@ from spectui.cli import build_parser
 from spectui.engine.config import AUTO, DraftControl
 from spectui.engine.events import CycleStats, Finished, GenerationStats, Progress, TextPiece
 from spectui.errors import SpectuiError
-from spectui.ui import memory
-from spectui.ui.baseline import Baseline, from_finished
+from spectui.session import memory
+from spectui.session.baseline import Baseline, from_finished
+from spectui.session.options import options_from_args
 from spectui.ui.messages import ReplyFinished, ReplyUpdate
-from spectui.ui.options import options_from_args
 from spectui.ui.stats_panel import (
     HIDDEN,
     acceptance_series,

@@ -16,8 +16,8 @@ from textual.pilot import Pilot
 
 from spectui.chat.store import ChatStore
 from spectui.paths import chats_db_path
+from spectui.session.options import ChatOptions
 from spectui.ui.app import SpectuiApp
-from spectui.ui.options import ChatOptions
 
 SIZE = (120, 36)
 STORED_REPLY = """Here is a loop:

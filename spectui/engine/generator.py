@@ -17,9 +17,10 @@ import numpy as np
 from spectui.engine.autodraft import AutoDraft
 from spectui.engine.compat import check_compatible
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig
+from spectui.engine.drafters.base import Proposer
+from spectui.engine.drafters.model import DraftModelProposer
 from spectui.engine.events import CycleStats, Event, Finished, GenerationStats, Progress, StopReason
 from spectui.engine.model import LlamaModel, ProgressCallback
-from spectui.engine.proposer import DraftModelProposer, Proposer
 from spectui.engine.speculative import pick, speculative_step
 from spectui.engine.textstream import TextStream
 from spectui.errors import ContextFullError, UnsupportedModelError

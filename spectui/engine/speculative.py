@@ -15,8 +15,8 @@ import numpy as np
 
 from spectui.engine import sampling
 from spectui.engine.config import SamplingConfig
+from spectui.engine.drafters.base import Proposal, Proposer
 from spectui.engine.model import LlamaModel
-from spectui.engine.proposer import Proposal, Proposer
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,10 @@ from spectui.chat.template import ChatMessage
 from spectui.engine.config import DraftControl
 from spectui.engine.events import Finished
 from spectui.paths import chats_db_path
+from spectui.session.baseline import Baseline, from_finished
+from spectui.session.loaded import EngineSession
+from spectui.session.options import ChatOptions
 from spectui.ui import summary
-from spectui.ui.baseline import Baseline, from_finished
 from spectui.ui.chat_view import AssistantMessage, ChatLog, Comparison, NoteMessage, UserMessage
 from spectui.ui.controls import Controls
 from spectui.ui.messages import (
@@ -39,9 +41,7 @@ from spectui.ui.messages import (
     ReplyPurpose,
     ReplyUpdate,
 )
-from spectui.ui.options import ChatOptions
 from spectui.ui.pairs import PairCommands
-from spectui.ui.session import EngineSession
 from spectui.ui.stats_panel import StatsPanel, describe_k, low_acceptance_advice
 from spectui.ui.workers import EngineWorkers
 

@@ -14,7 +14,7 @@ from textual.message import Message
 
 from spectui.engine.config import DraftLength
 from spectui.engine.events import CycleStats, Finished, GenerationStats
-from spectui.ui.baseline import Baseline
+from spectui.session.baseline import Baseline
 
 ReplyPurpose = Literal["reply", "compare"]
 """`reply`: an answer in the conversation; `compare`: the last prompt re-run with K = 0."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from spectui.ui.options import options_from_args
+from spectui.session.options import options_from_args
 
 
 def chat_command(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from textual.widgets import Label, Sparkline, Static
 
 from spectui.engine.config import AUTO, DraftControl
 from spectui.engine.events import CycleStats, GenerationStats
-from spectui.ui.baseline import Baseline
+from spectui.session.baseline import Baseline
 
 HIDDEN = "(hidden)"
 NONE_YET = "—"

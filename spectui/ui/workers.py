@@ -23,7 +23,9 @@ from spectui.chat.template import ChatMessage
 from spectui.engine.config import DraftControl, GenerationConfig
 from spectui.engine.events import CycleStats, Event, Finished, GenerationStats, Progress, TextPiece
 from spectui.errors import LoadCancelled, SpectuiError
-from spectui.ui import baseline, memory
+from spectui.session import baseline, memory
+from spectui.session.loaded import EngineSession
+from spectui.session.options import ChatOptions
 from spectui.ui.messages import (
     BaselineMeasured,
     EngineFailed,
@@ -35,8 +37,6 @@ from spectui.ui.messages import (
     ReplyPurpose,
     ReplyUpdate,
 )
-from spectui.ui.options import ChatOptions
-from spectui.ui.session import EngineSession
 
 UPDATE_INTERVAL = 0.1  # seconds between ReplyUpdate messages: ~10 screen updates a second
 PROGRESS_INTERVAL = 0.1

@@ -1,0 +1,1 @@
+"""Drafters: every way of proposing the tokens the target then verifies."""

@@ -1,0 +1,2 @@
+"""What a chat or a bench run needs above the engine, with no UI: options, memory plan, baseline,
+and the loaded models."""
