@@ -46,9 +46,9 @@ def bench(target: Path, draft: Path, *args: str) -> list[dict]:
 
 
 def chat_prompt(model: LlamaModel) -> list[int]:
-    from spectui.chat.template import ChatFormat, ChatMessage, encode_prompt
+    from spectui.chat.template import ChatFormat, ChatMessage
 
-    return encode_prompt(model, ChatFormat.from_model(model).render([ChatMessage("user", PROMPT)]))
+    return ChatFormat.from_model(model).prompt_tokens(model, [ChatMessage("user", PROMPT)])
 
 
 def baseline_vs_create_completion(target: Path, max_tokens: int, rounds: int = 4) -> dict[str, object]:

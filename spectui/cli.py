@@ -10,9 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from spectui import __version__
 from spectui.errors import SpectuiError
+from spectui.limits import MAX_DRAFT
 
 Command = Callable[[argparse.Namespace], int]
 COMMANDS = ("chat", "bench", "pull", "list", "rm")
@@ -20,16 +22,28 @@ PAIR_HELP = "a pair from `spectui list` (default: the last pulled pair, else the
 
 
 def parse_k(value: str) -> int | str:
-    """A draft length: an integer 0..16 or `auto`."""
+    """A draft length: an integer 0..MAX_DRAFT or `auto`."""
     if value == "auto":
         return "auto"
     try:
         k = int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"draft length must be 0..16 or 'auto', not {value!r}") from None
-    if not 0 <= k <= 16:
-        raise argparse.ArgumentTypeError(f"draft length must be 0..16 or 'auto', not {k}")
+        raise argparse.ArgumentTypeError(f"draft length must be 0..{MAX_DRAFT} or 'auto', not {value!r}") from None
+    if not 0 <= k <= MAX_DRAFT:
+        raise argparse.ArgumentTypeError(f"draft length must be 0..{MAX_DRAFT} or 'auto', not {k}")
     return k
+
+
+def parse_drafter(value: str) -> str:
+    """A drafter kind from the registry, a chain of them (`model+ngram`), `auto` or `none`."""
+    from spectui.engine.drafters import check_spec
+    from spectui.engine.drafters.spec import DrafterSpec
+
+    try:
+        check_spec(DrafterSpec(kind=value, draft=Path("-")))
+    except SpectuiError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return value
 
 
 def parse_k_list(value: str) -> list[int | str]:
@@ -37,10 +51,19 @@ def parse_k_list(value: str) -> list[int | str]:
     return [parse_k(part.strip()) for part in value.split(",") if part.strip()]
 
 
+def drafter_help() -> str:
+    from spectui.engine.drafters import KINDS
+
+    kinds = "; ".join(f"{kind.name}: {kind.summary}" for kind in KINDS.values())
+    return (f"what proposes tokens: auto (default: the fastest the models allow), none, {kinds}; "
+            "chain a lookup before a model with +, e.g. model+ngram")
+
+
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by `chat` and `bench`: which models, and how to run them."""
     parser.add_argument("--target", help="path to the target GGUF (instead of a pair)")
     parser.add_argument("--draft", help="path to the draft GGUF (instead of a pair)")
+    parser.add_argument("--drafter", type=parse_drafter, default=None, help=drafter_help())
     parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0 = greedy)")
     parser.add_argument("--seed", type=int, default=None, help="seed for sampling (same seed, same output)")
     parser.add_argument("--max-tokens", type=int, default=None, help="most tokens per reply")
@@ -64,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", help="open the chat app (the default)")
     chat.add_argument("pair", nargs="?", help=PAIR_HELP)
     add_model_options(chat)
-    chat.add_argument("-k", "--draft-length", type=parse_k, default=None, help="draft length 0..16 or auto")
+    chat.add_argument("-k", "--draft-length", type=parse_k, default=None, help=f"draft length 0..{MAX_DRAFT} or auto")
     chat.add_argument("--system", default=None, help="system prompt")
     chat.add_argument("--resume", action="store_true", help="reopen the last conversation")
 

@@ -30,6 +30,10 @@ class UnsupportedModelError(SpectuiError):
 class ContextFullError(SpectuiError):
     """The context window has no room left for the prompt or the reply."""
 
+    @classmethod
+    def of(cls, n_ctx: int) -> ContextFullError:
+        return cls(f"the context is full ({n_ctx} tokens); start a new chat or raise --ctx")
+
 
 class CatalogError(SpectuiError):
     """models.toml is malformed or names an unknown pair."""

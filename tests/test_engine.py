@@ -10,6 +10,7 @@ import pytest
 from conftest import EOS_PROMPT
 
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
+from spectui.engine.drafters.base import FixedBudget
 from spectui.engine.events import Finished, Progress, TextPiece
 from spectui.engine.generator import Generator, load_generator
 from spectui.engine.model import LlamaModel
@@ -69,7 +70,7 @@ def test_eos_inside_an_accepted_draft_run_ends_the_reply_identically(eos_pair):
 
 
 def test_target_logits_after_rollback_equal_a_fresh_evaluation(generator, tiny_pair):
-    target, proposer = generator.target, generator.proposer
+    target, proposer = generator.target, generator.drafter()
     context = target.tokenize(PROMPTS[0])
     target.sync(context[:-1])
     proposer.prefill(context[:-1])
@@ -77,7 +78,7 @@ def test_target_logits_after_rollback_equal_a_fresh_evaluation(generator, tiny_p
     cfg = SamplingConfig(temperature=0.0)
     rejections = 0
     for _ in range(12):
-        step = speculative_step(target, proposer, context, 8, cfg, rng)
+        step = speculative_step(target, proposer, context, FixedBudget(8), cfg, rng)
         rejections += step.accepted < step.drafted
         context += step.tokens
     assert rejections > 0
@@ -207,7 +208,7 @@ def test_cancel_stops_between_cycles(generator):
 def test_paths_are_accepted_as_strings(tiny_pair):
     gen = load_generator(str(tiny_pair.target), None, n_ctx=64)
     try:
-        assert not gen.has_draft
+        assert not gen.can_speculate and gen.drafter() is None
         final, _ = run(gen, PROMPTS[0], AUTO, max_tokens=5)
         assert final.stats.drafted == 0 and len(final.tokens) == 5
     finally:

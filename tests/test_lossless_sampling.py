@@ -18,6 +18,7 @@ from scipy.stats import chisquare
 
 from spectui.engine import sampling, speculative
 from spectui.engine.config import SamplingConfig
+from spectui.engine.drafters.base import FixedBudget
 from spectui.engine.generator import load_generator
 from spectui.engine.model import LlamaModel
 
@@ -50,11 +51,12 @@ def speculative_samples(tiny_pair, cfg: SamplingConfig) -> tuple[list[list[int]]
     try:
         context = gen.target.tokenize(PROMPT)
         gen.target.sync(context[:-1])
-        gen.proposer.prefill(context[:-1])
+        drafter = gen.drafter()
+        drafter.prefill(context[:-1])
         rng = np.random.default_rng(2024)
         outputs, kinds = [], Counter()
         for _ in range(N_STEPS):
-            step = speculative.speculative_step(gen.target, gen.proposer, context, K, cfg, rng)
+            step = speculative.speculative_step(gen.target, drafter, context, FixedBudget(K), cfg, rng)
             outputs.append(step.tokens)
             kinds["accepted_first"] += step.accepted >= 1
             kinds["resampled_first"] += step.accepted == 0

@@ -1,4 +1,4 @@
-"""Pure pieces of the engine: streaming text, the sampling pipeline, and K = auto's choices."""
+"""Pure pieces of the engine: streaming text, the sampling pipeline, and the draft-length control."""
 
 from __future__ import annotations
 
@@ -6,16 +6,14 @@ import numpy as np
 import pytest
 
 from spectui.engine import sampling
-from spectui.engine.autodraft import PROBE_K, AutoDraft
 from spectui.engine.config import AUTO, DraftControl, SamplingConfig
-from spectui.engine.speculative import StepResult
 from spectui.engine.textstream import TextStream
 
 
 def test_a_character_split_across_tokens_is_never_streamed_in_halves():
     data = "héllo 😀!".encode()
     stream = TextStream()
-    pieces = [stream.feed(data[i : i + 1], from_draft=False) for i in range(len(data))]
+    pieces = [stream.feed(data[i : i + 1], origin="target") for i in range(len(data))]
     texts = [p.text for chunk in pieces for p in chunk]
     assert "".join(texts) == "héllo 😀!"
     assert all("\ufffd" not in t for t in texts)
@@ -24,20 +22,20 @@ def test_a_character_split_across_tokens_is_never_streamed_in_halves():
 
 def test_stop_string_spanning_tokens_is_held_back_then_cut():
     stream = TextStream(stop=["<END>"])
-    shown = [p.text for c in [b"abc<", b"EN", b"D>tail"] for p in stream.feed(c, from_draft=True)]
+    shown = [p.text for c in [b"abc<", b"EN", b"D>tail"] for p in stream.feed(c, origin="model")]
     assert "".join(shown) == "abc"
     assert stream.stopped and stream.text == "abc"
 
 
 def test_held_back_prefix_is_released_when_it_does_not_complete():
     stream = TextStream(stop=["<END>"])
-    assert [p.text for p in stream.feed(b"a<E", from_draft=False)] == ["a"]
-    assert "".join(p.text for p in stream.feed(b"x", from_draft=False)) == "<Ex"
+    assert [p.text for p in stream.feed(b"a<E", origin="target")] == ["a"]
+    assert "".join(p.text for p in stream.feed(b"x", origin="target")) == "<Ex"
 
 
 def test_pieces_keep_their_source():
     stream = TextStream()
-    pieces = stream.feed(b"draft ", from_draft=True) + stream.feed(b"target", from_draft=False)
+    pieces = stream.feed(b"draft ", origin="model") + stream.feed(b"target", origin="target")
     assert [(p.text, p.from_draft) for p in pieces] == [("draft ", True), ("target", False)]
 
 
@@ -76,37 +74,6 @@ def test_sample_draws_in_proportion(seed):
     assert 0.17 < draws.count(3) / 4000 < 0.23
 
 
-def step(drafted: int, accepted: int, draft_s: float, verify_s: float, decodes: int,
-         caught_up: int = 1) -> StepResult:
-    tokens = list(range(accepted + 1))
-    return StepResult(tokens, drafted, accepted, draft_s, verify_s, decodes, (0.8,) * drafted, caught_up)
-
-
-def feed_cycles(auto: AutoDraft, accept_rate: float, draft_s: float, verify_s: float, n: int = 40) -> None:
-    rng = np.random.default_rng(0)
-    for _ in range(n):
-        k = max(auto.choose(), 1)
-        accepted = 0
-        while accepted < k and rng.random() < accept_rate:
-            accepted += 1
-        auto.observe(step(k, accepted, draft_s * k, verify_s * (1 + 0.1 * k), decodes=k))
-
-
-def test_auto_drafts_long_when_the_draft_is_cheap_and_right():
-    auto = AutoDraft()
-    feed_cycles(auto, accept_rate=0.95, draft_s=0.002, verify_s=0.03)
-    assert auto.choose() >= 6
-    assert auto.expected_speedup(auto.choose()) > 2
-
-
-def test_auto_turns_speculation_off_when_it_cannot_pay_and_probes_later():
-    auto = AutoDraft()
-    feed_cycles(auto, accept_rate=0.2, draft_s=0.02, verify_s=0.03)
-    choices = [auto.choose() for _ in range(16)]
-    assert choices.count(0) >= 12  # mostly off
-    assert any(k > 0 for k in choices)  # but it probes, so it can come back
-
-
 def test_draft_control_steps_through_one_to_sixteen_and_auto():
     control = DraftControl(15)
     assert control.step(+1) == 16
@@ -117,29 +84,3 @@ def test_draft_control_steps_through_one_to_sixteen_and_auto():
     assert control.toggle() is False and control.effective_k() == 0
     with pytest.raises(ValueError):
         control.set_k(17)
-
-
-def test_auto_p_min_follows_the_measured_cost_of_one_more_draft_token():
-    cheap, dear = AutoDraft(), AutoDraft()
-    feed_cycles(cheap, accept_rate=0.9, draft_s=0.002, verify_s=0.03)
-    feed_cycles(dear, accept_rate=0.9, draft_s=0.025, verify_s=0.03)
-    assert cheap.p_min() < 0.3 < 0.6 < dear.p_min() <= 0.95
-
-
-def test_a_draft_cut_short_is_not_charged_as_a_dearer_token():
-    auto = AutoDraft()
-    for _ in range(20):  # one token drafted, but two passes ran (the second found it unsure)
-        auto.observe(step(1, 1, draft_s=0.02, verify_s=0.03, decodes=2))
-        auto.observe(step(0, 0, draft_s=0.05, verify_s=0.02, decodes=1, caught_up=9))  # a catch-up pass
-    assert auto.p_min() == pytest.approx(0.01 / auto.verify_cost(1) / auto.calibration)
-
-
-def test_a_probe_drafts_whatever_the_confidence():
-    auto = AutoDraft()
-    feed_cycles(auto, accept_rate=0.2, draft_s=0.02, verify_s=0.03)
-    probes = []
-    for _ in range(16):
-        k = auto.choose()
-        probes.append((k, auto.p_min()))
-    assert (PROBE_K, 0.0) in probes
-    assert all(p > 0 for k, p in probes if k == 0)

@@ -23,6 +23,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input, OptionList, Static
 
 from spectui.chat.store import ChatStore
+from spectui.engine.drafters import DrafterSpec
 from spectui.paths import chats_db_path
 from spectui.session.options import ChatOptions
 from spectui.ui.app import SpectuiApp
@@ -81,7 +82,7 @@ class GatedApp(RecordingApp):
 
 def options(pair: tiny_gguf.TinyPair, **overrides: object) -> ChatOptions:
     values: dict[str, object] = dict(
-        pair_name="tiny", target=pair.target, draft=pair.draft, k=4, max_tokens=24,
+        pair_name="tiny", target=pair.target, drafter=DrafterSpec(draft=pair.draft), k=4, max_tokens=24,
         n_ctx=1024, threads=2, calibration_tokens=8,
     )
     values.update(overrides)
@@ -298,7 +299,7 @@ async def test_past_chats_can_be_listed_and_opened_and_new_chat_clears(pair) -> 
 
 @run_async
 async def test_incompatible_pair_is_reported_and_the_app_stays_usable(pair, incompatible_draft) -> None:
-    app = RecordingApp(options(pair, draft=incompatible_draft))
+    app = RecordingApp(options(pair, drafter=DrafterSpec(draft=incompatible_draft)))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query(".note-message.error"), "the load error")
         error = shown(app.query_one(".note-message.error", NoteMessage))

@@ -9,6 +9,7 @@ import pytest
 
 from spectui.cli import build_parser
 from spectui.engine.config import AUTO, DraftControl
+from spectui.engine.drafters.spec import DrafterInfo
 from spectui.engine.events import CycleStats, Finished, GenerationStats, Progress, TextPiece
 from spectui.errors import SpectuiError
 from spectui.session import memory
@@ -98,10 +99,12 @@ def test_plan_offloads_fewer_layers_when_vram_is_short() -> None:
 # ----- the panel ---------------------------------------------------------------------------
 
 def test_k_is_described_as_the_user_reads_it() -> None:
-    assert describe_k(DraftControl(4), has_draft=True) == "4"
-    assert describe_k(DraftControl(AUTO), has_draft=True, last_cycle_k=6) == "auto (now 6)"
-    assert describe_k(DraftControl(3, enabled=False), has_draft=True) == "off (K=3 when on)"
-    assert describe_k(DraftControl(3), has_draft=False) == "off (no draft model)"
+    model = DrafterInfo(kinds=("model",), default="model", labels={"model": "draft model d.gguf"})
+    assert describe_k(DraftControl(4), model) == "4"
+    assert describe_k(DraftControl(AUTO), model, last_cycle_k=6) == "auto (now 6)"
+    assert describe_k(DraftControl(3, enabled=False), model) == "off (K=3 when on)"
+    assert describe_k(DraftControl(3), DrafterInfo()) == "off (no drafter)"
+    assert describe_k(DraftControl(3, drafter="none"), model) == "off (drafter: none)"
 
 
 def test_figures_show_acceptance_speed_and_speedup_against_the_baseline() -> None:
@@ -195,7 +198,7 @@ def chat_args(*argv: str) -> argparse.Namespace:
 def test_options_from_explicit_paths(tmp_path: Path) -> None:
     options = options_from_args(chat_args("--target", "t.gguf", "--draft", "d.gguf", "-k", "0",
                                           "--system", "Be brief.", "--max-tokens", "64"))
-    assert (options.target.name, options.draft.name) == ("t.gguf", "d.gguf")
+    assert (options.target.name, options.drafter.draft.name) == ("t.gguf", "d.gguf")
     control = options.draft_control()
     assert not control.enabled and control.effective_k() == 0 and control.k == AUTO
     assert options.system == "Be brief." and options.max_tokens == 64
@@ -209,7 +212,7 @@ def test_options_from_a_pulled_catalog_pair(tiny_pair, spectui_home: Path) -> No
     pull_adhoc("tiny", str(tiny_pair.target), str(tiny_pair.draft))
     options = options_from_args(chat_args("tiny"))
     assert options.pair_name == "tiny"
-    assert options.target.samefile(tiny_pair.target) and options.draft.samefile(tiny_pair.draft)
+    assert options.target.samefile(tiny_pair.target) and options.drafter.draft.samefile(tiny_pair.draft)
 
 
 def test_unknown_pair_names_the_pull_command(spectui_home: Path) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from spectui.chat.store import ChatStore
+from spectui.engine.drafters import DrafterSpec
 from spectui.paths import chats_db_path
 from spectui.session.options import ChatOptions
 from spectui.ui.app import SpectuiApp
@@ -32,7 +33,7 @@ Each **gear** changes the ratio."""
 
 def frozen_options(pair, **overrides: object) -> ChatOptions:
     values: dict[str, object] = dict(
-        pair_name="tiny", target=pair.target, draft=pair.draft, k=4, max_tokens=24, n_ctx=1024,
+        pair_name="tiny", target=pair.target, drafter=DrafterSpec(draft=pair.draft), k=4, max_tokens=24, n_ctx=1024,
         threads=2, show_timings=False,
     )
     values.update(overrides)

@@ -107,6 +107,10 @@ class ChatFormat:
         ends it."""
         return tuple(f"\n{label}:" for label in FALLBACK_LABELS.values()) if self.is_fallback else ()
 
+    def prompt_tokens(self, model: Tokenizer, messages: Sequence[ChatMessage]) -> list[int]:
+        """The conversation as the token ids the model reads next (the one place prompts are made)."""
+        return encode_prompt(model, self.render(messages, add_generation_prompt=True))
+
     def render(self, messages: Sequence[ChatMessage], add_generation_prompt: bool = True) -> str:
         if self.is_fallback:
             return render_plain(messages, add_generation_prompt)

@@ -1,118 +1,198 @@
-"""K = auto: pick each cycle's draft length from measured acceptance and measured costs.
+"""K = auto: each cycle's draft length, per drafter, from measured acceptance and measured costs.
 
-With per-token acceptance a (geometric model), a cycle that drafts k tokens yields on average
-E(k) = (1 - a^(k+1)) / (1 - a) tokens and costs k·c_draft + v(k + 1) seconds, where v(n) is the
-target's verify pass over n rows. Speedup over plain decoding is E(k) · v(1) / cost(k); we choose
-the k that maximizes it, and k = 0 when none beats 1. While at k = 0 a cheap probe cycle keeps
-the estimate of a fresh, so speculation comes back when the text turns predictable again.
+For a drafter s, let a_i be the chance that its i-th proposed token is accepted given that the ones
+before it were (measured per position: a lookup's confidence falls off differently from a draft
+model's). A cycle that proposes k tokens yields on average
 
-v(n) is a table of running averages per batch size, not a fitted line: llama.cpp's CPU kernels
-are not even monotonic in n (on the demo pair a 2-row pass took longer than a 4-row one).
-Sizes not yet seen are interpolated from their measured neighbours.
+    E(k) = 1 + a_1 + a_1·a_2 + … + a_1·…·a_k        tokens (the target always adds one)
 
-Within a cycle the draft also stops early when it is unsure: one more draft token pays only if
-its chance of acceptance beats its cost in units of a plain target step, c_draft / v(1). The
-draft's own top probability stands in for that chance, scaled by a running calibration
-(accepted tokens / summed confidence of the tokens the target judged), because it under-states
-acceptance when sampling and over-states it for a poorly matched draft.
+and costs c_s(k) + v(k + 1) seconds: the drafter's cost, learned as c_call + c_unit·k from the time
+each call took against the work it did (forward passes; 0 for a free lookup), plus the target's
+verify pass over k + 1 rows. The speed-up over plain decoding is E(k)·v(1) / (c_s(k) + v(k + 1));
+we take the k that maximizes it, and k = 0 when none beats 1. While a drafter sits at k = 0 a cheap
+probe every few cycles keeps its estimate fresh, so speculation comes back when the text turns
+predictable again. Each drafter has its own figures, so a combination (a lookup, then a draft
+model) is priced member by member.
+
+v(n) is a table of running averages per batch size, not a fitted line: llama.cpp's CPU kernels are
+not even monotonic in n (on the demo pair a 2-row pass took longer than a 4-row one). Sizes not yet
+seen are interpolated from their measured neighbours.
+
+At T = 0 a draft also stops early when it is unsure: one more token pays only if its chance of
+acceptance beats its cost in units of a plain target step, c_unit / v(1). The draft's own top
+probability stands in for that chance, scaled by a running calibration (accepted tokens / summed
+confidence of the tokens the target judged). When sampling, drafts never stop early (the draft's
+confidence says little about min(1, p/q)), and the per-position acceptance alone sets k.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from spectui.engine.config import MAX_DRAFT
+from spectui.limits import MAX_DRAFT
 
 if TYPE_CHECKING:
     from spectui.engine.speculative import StepResult
 
-DECAY = 0.9  # weight of history in the running estimates (about the last 10 cycles)
+DECAY = 0.9  # weight of history in the running estimates (about the last 10 observations)
 PROBE_EVERY = 8  # cycles at k = 0 between probes
 PROBE_K = 2
+FIRST_GUESS_K = 4  # before anything is measured
 DEFAULT_P_MIN = 0.5  # before any cost is measured
 UNSEEN_ROW_COST = 0.05  # with one batch size measured: each further row costs 5 % of it
 STEADY_CATCH_UP = 2  # tokens a draft reads before drafting when it kept up with the last cycle
+POSITION_PRIOR = 2.0  # weight of the pooled acceptance in each position's estimate
 
 
-class AutoDraft:
-    """Online estimates of acceptance and costs, and the draft length they call for."""
+@dataclass
+class _Running:
+    """An exponentially weighted least-squares fit of seconds = c_call + c_unit · work."""
 
-    def __init__(self, max_k: int = MAX_DRAFT) -> None:
-        self.max_k = max_k
-        self._accepted = 2.0  # prior: acceptance about 0.67
-        self._rejected = 1.0
-        self._draft_seconds: float | None = None  # per draft forward pass
-        self._verify_seconds: dict[int, float] = {}  # batch rows -> running mean seconds
-        self._judged_confidence = 2.0  # prior: confidence is calibrated (factor 1)
-        self._judged_accepted = 2.0
-        self._idle_cycles = 0
-        self.probing = False
-        """True when the last `choose` returned a probe."""
+    n: float = 0.0
+    x: float = 0.0
+    y: float = 0.0
+    xx: float = 0.0
+    xy: float = 0.0
+
+    def add(self, work: float, seconds: float) -> None:
+        for name, value in (("n", 1.0), ("x", work), ("y", seconds), ("xx", work * work),
+                            ("xy", work * seconds)):
+            setattr(self, name, DECAY * getattr(self, name) + value)
+
+    def coefficients(self) -> tuple[float, float]:
+        """(c_call, c_unit), both ≥ 0."""
+        mean_x, mean_y = self.x / self.n, self.y / self.n
+        var = self.xx / self.n - mean_x * mean_x
+        if var > 1e-6 * max(mean_x * mean_x, 1.0):
+            unit = max((self.xy / self.n - mean_x * mean_y) / var, 0.0)
+            return max(mean_y - unit * mean_x, 0.0), unit
+        if mean_x > 0:  # always the same amount of work: charge it all per unit
+            return 0.0, mean_y / mean_x
+        return mean_y, 0.0
+
+
+@dataclass
+class DrafterFigures:
+    """What K = auto has measured about one drafter."""
+
+    hits: list[float] = field(default_factory=lambda: [0.0] * MAX_DRAFT)
+    trials: list[float] = field(default_factory=lambda: [0.0] * MAX_DRAFT)
+    accepted: float = 2.0  # pooled prior: acceptance about 0.67
+    rejected: float = 1.0
+    cost: _Running = field(default_factory=_Running)
+    judged_confidence: float = 2.0  # prior: confidence is calibrated (factor 1)
+    judged_accepted: float = 2.0
+    idle_cycles: int = 0
+    probing: bool = False
 
     @property
     def acceptance(self) -> float:
-        return self._accepted / (self._accepted + self._rejected)
+        """Accepted / judged tokens over recent cycles, all positions pooled."""
+        return self.accepted / (self.accepted + self.rejected)
 
     @property
     def calibration(self) -> float:
-        """Acceptances per unit of draft confidence, over recently judged draft tokens."""
-        return self._judged_accepted / self._judged_confidence
+        """Acceptances per unit of drafter confidence, over recently judged tokens."""
+        return self.judged_accepted / self.judged_confidence
+
+    @property
+    def measured(self) -> bool:
+        return self.cost.n > 0
+
+    def position_acceptance(self, i: int) -> float:
+        """Chance that token i (0-based) is accepted given tokens 0..i-1 were."""
+        pooled = min(self.acceptance, 0.999)
+        return (self.hits[i] + POSITION_PRIOR * pooled) / (self.trials[i] + POSITION_PRIOR)
+
+    def expected_tokens(self, k: int) -> float:
+        total, survive = 1.0, 1.0
+        for i in range(k):
+            survive *= self.position_acceptance(i)
+            total += survive
+        return total
+
+    def draft_cost(self, k: int) -> float:
+        c_call, c_unit = self.cost.coefficients()
+        return c_call + c_unit * k
 
     def observe(self, step: StepResult) -> None:
-        """Record a cycle. Draft cost is per forward pass (a draft cut short still paid for the
-        pass that found it unsure), so short drafts do not look dearer per token than they are;
-        a pass that first caught up on many tokens (after cycles at k = 0) is not typical and is
-        left out of the cost."""
-        drafted, accepted = step.drafted, step.accepted
-        rows = drafted + 1
-        old = self._verify_seconds.get(rows)
-        self._verify_seconds[rows] = step.verify_seconds if old is None else _ema(old, step.verify_seconds)
-        if step.draft_decodes > 0 and step.draft_caught_up <= STEADY_CATCH_UP:
-            per_pass = step.draft_seconds / step.draft_decodes
-            self._draft_seconds = per_pass if self._draft_seconds is None else _ema(self._draft_seconds, per_pass)
+        proposal, accepted = step.proposal, step.accepted
+        if proposal.caught_up <= STEADY_CATCH_UP:  # a long catch-up is not a typical cost
+            self.cost.add(proposal.work, step.draft_seconds)
+        drafted = len(proposal.tokens)
         if drafted == 0:
             return
-        self._accepted = DECAY * self._accepted + accepted
-        self._rejected = DECAY * self._rejected + (accepted < drafted)
-        judged = step.draft_confidences[: accepted + (accepted < drafted)]  # up to the first rejection
+        rejected = accepted < drafted
+        for i in range(min(accepted + rejected, MAX_DRAFT)):  # positions up to the first rejection
+            self.hits[i] = DECAY * self.hits[i] + (i < accepted)
+            self.trials[i] = DECAY * self.trials[i] + 1.0
+        self.accepted = DECAY * self.accepted + accepted
+        self.rejected = DECAY * self.rejected + rejected
+        judged = proposal.confidences[: accepted + rejected]
         if judged:
-            self._judged_confidence = DECAY * self._judged_confidence + sum(judged)
-            self._judged_accepted = DECAY * self._judged_accepted + accepted
+            self.judged_confidence = DECAY * self.judged_confidence + sum(judged)
+            self.judged_accepted = DECAY * self.judged_accepted + accepted
 
-    def choose(self) -> int:
-        self.probing = False
-        if self._draft_seconds is None or not self._verify_seconds:
-            return 4  # nothing measured yet: a moderate first guess
+
+class AutoDraft:
+    """Online estimates per drafter and for the target's verify pass; a `Budget` for the step."""
+
+    def __init__(self, max_k: int = MAX_DRAFT) -> None:
+        self.max_k = max_k
+        self.figures: dict[str, DrafterFigures] = {}
+        self._verify_seconds: dict[int, float] = {}  # batch rows -> running mean seconds
+
+    def of(self, source: str) -> DrafterFigures:
+        return self.figures.setdefault(source, DrafterFigures())
+
+    def observe(self, step: StepResult) -> None:
+        """Record a cycle: the verify pass always, the drafter's figures when one ran."""
+        rows = step.drafted + 1
+        old = self._verify_seconds.get(rows)
+        self._verify_seconds[rows] = step.verify_seconds if old is None else _ema(old, step.verify_seconds)
+        if step.proposal.source:
+            self.of(step.proposal.source).observe(step)
+
+    # ----- the Budget protocol --------------------------------------------------------------
+
+    def k(self, source: str) -> int:
+        figures = self.of(source)
+        figures.probing = False
+        if not figures.measured or not self._verify_seconds:
+            return FIRST_GUESS_K
         best_k, best_gain = 0, 1.0
         for k in range(1, self.max_k + 1):
-            gain = self.expected_speedup(k)
+            gain = self.expected_speedup(source, k)
             if gain > best_gain:
                 best_k, best_gain = k, gain
-        if best_k == 0:
-            self._idle_cycles += 1
-            if self._idle_cycles % PROBE_EVERY == 0:
-                self.probing = True
-                return PROBE_K
-        else:
-            self._idle_cycles = 0
-        return best_k
+        if best_k > 0:
+            figures.idle_cycles = 0
+            return best_k
+        figures.idle_cycles += 1
+        if figures.idle_cycles % PROBE_EVERY == 0:
+            figures.probing = True
+            return PROBE_K
+        return 0
 
-    def p_min(self) -> float:
+    def p_min(self, source: str) -> float:
         """Stop a draft when its calibrated confidence falls below the cost of one more token.
 
         A probe drafts its tokens whatever the confidence: it is there to measure acceptance."""
-        if self.probing:
+        figures = self.of(source)
+        if figures.probing:
             return 0.0
-        if self._draft_seconds is None or not self._verify_seconds:
+        if not figures.measured or not self._verify_seconds:
             return DEFAULT_P_MIN
-        cost = self._draft_seconds / self.verify_cost(1)
-        return min(max(cost / max(self.calibration, 1e-3), 0.02), 0.95)
+        unit_cost = figures.cost.coefficients()[1] / self.verify_cost(1)
+        return min(max(unit_cost / max(figures.calibration, 1e-3), 0.02), 0.95)
 
-    def expected_speedup(self, k: int) -> float:
-        a = min(self.acceptance, 0.999)
-        tokens = (1 - a ** (k + 1)) / (1 - a)
-        cost = k * (self._draft_seconds or 0.0) + self.verify_cost(k + 1)
-        return tokens * self.verify_cost(1) / cost if cost > 0 else 0.0
+    # ----- the model ------------------------------------------------------------------------
+
+    def expected_speedup(self, source: str, k: int) -> float:
+        figures = self.of(source)
+        cost = figures.draft_cost(k) + self.verify_cost(k + 1)
+        return figures.expected_tokens(k) * self.verify_cost(1) / cost if cost > 0 else 0.0
 
     def verify_cost(self, rows: int) -> float:
         """Seconds of a target pass over `rows` rows: measured, else from measured neighbours."""

@@ -6,8 +6,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Literal
 
+from spectui.limits import MAX_DRAFT
+
 AUTO: Literal["auto"] = "auto"
-MAX_DRAFT = 16
 DraftLength = int | Literal["auto"]
 
 
@@ -36,16 +37,19 @@ class GenerationConfig:
 
 
 class DraftControl:
-    """Draft length K (0 = speculation off, or `auto`), safe to change from another thread.
+    """Draft length K (0 = speculation off, or `auto`) and the drafter in use, safe to change from
+    another thread.
 
-    The speculative loop reads `k` once at the start of every cycle, so a change made by the UI
-    applies from the next cycle of a reply that is already running.
+    The speculative loop reads both once at the start of every cycle, so a change made by the UI
+    applies from the next cycle of a reply that is already running. `drafter` names a kind the
+    loaded generator offers (`model`, `model+suffix`, …); None means the generator's default.
     """
 
-    def __init__(self, k: DraftLength = AUTO, enabled: bool = True) -> None:
+    def __init__(self, k: DraftLength = AUTO, enabled: bool = True, drafter: str | None = None) -> None:
         self._lock = threading.Lock()
         self._k: DraftLength = validate_k(k)
         self._enabled = enabled
+        self._drafter = drafter
 
     @property
     def k(self) -> DraftLength:
@@ -58,6 +62,11 @@ class DraftControl:
         with self._lock:
             return self._enabled
 
+    @property
+    def drafter(self) -> str | None:
+        with self._lock:
+            return self._drafter
+
     def effective_k(self) -> DraftLength:
         """What the next cycle uses: 0 when speculation is off."""
         with self._lock:
@@ -67,9 +76,9 @@ class DraftControl:
         with self._lock:
             self._k = validate_k(k)
 
-    def set_enabled(self, enabled: bool) -> None:
+    def set_drafter(self, drafter: str | None) -> None:
         with self._lock:
-            self._enabled = enabled
+            self._drafter = drafter
 
     def toggle(self) -> bool:
         with self._lock:
@@ -77,7 +86,7 @@ class DraftControl:
             return self._enabled
 
     def step(self, delta: int) -> DraftLength:
-        """K up or down by one; above 16 wraps to `auto`, `auto` down goes to 16, up to 1."""
+        """K up or down by one; above MAX_DRAFT wraps to `auto`, `auto` down goes to MAX_DRAFT, up to 1."""
         with self._lock:
             if self._k == AUTO:
                 self._k = MAX_DRAFT if delta < 0 else 1

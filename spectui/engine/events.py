@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from spectui.limits import MAX_DRAFT
+
 StopReason = Literal["eos", "stop", "length", "context", "cancelled"]
+
+
+TARGET = "target"
+"""The origin of a token the target produced itself (not an accepted proposal)."""
 
 
 @dataclass(frozen=True)
@@ -13,8 +19,12 @@ class TextPiece:
     """Decoded text of one or more tokens, never splitting a UTF-8 character."""
 
     text: str
-    from_draft: bool
-    """True when the draft proposed these tokens and the target accepted them."""
+    origin: str = TARGET
+    """`target`, or the drafter whose proposal the target accepted (`model`, `ngram`, …)."""
+
+    @property
+    def from_draft(self) -> bool:
+        return self.origin != TARGET
 
 
 @dataclass(frozen=True)
@@ -22,14 +32,29 @@ class CycleStats:
     """One draft-then-verify cycle (or one plain target step when K = 0)."""
 
     k: int
-    """Tokens the draft was asked for this cycle (0 when speculation is off)."""
+    """Tokens the drafter that proposed was allowed this cycle (0 when speculation is off)."""
     drafted: int
-    """Tokens the draft actually proposed (it may stop early when unsure)."""
+    """Tokens actually proposed (a drafter may stop early when unsure, or find no match)."""
     accepted: int
-    """Drafted tokens the target accepted."""
+    """Proposed tokens the target accepted."""
     emitted: int
     """Tokens this cycle added to the reply (accepted + the target's own token)."""
     seconds: float
+    source: str = ""
+    """The drafter that proposed (`model`, `ngram`, …); empty when none did."""
+
+
+@dataclass
+class SourceTotals:
+    """Proposals of one drafter over a reply."""
+
+    proposed: int = 0
+    accepted: int = 0
+    cycles: int = 0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.proposed if self.proposed else 0.0
 
 
 @dataclass
@@ -47,8 +72,10 @@ class GenerationStats:
     drafted: int = 0
     accepted: int = 0
     target_passes: int = 0
-    accept_histogram: list[int] = field(default_factory=lambda: [0] * 17)
+    accept_histogram: list[int] = field(default_factory=lambda: [0] * (MAX_DRAFT + 1))
     """accept_histogram[n] counts cycles in which n drafted tokens were accepted."""
+    by_source: dict[str, SourceTotals] = field(default_factory=dict)
+    """Proposed / accepted per drafter (a combination has one entry per member)."""
 
     def add_cycle(self, cycle: CycleStats) -> None:
         self.generated_tokens += cycle.emitted
@@ -58,7 +85,11 @@ class GenerationStats:
         self.accepted += cycle.accepted
         self.target_passes += 1
         if cycle.drafted:
-            self.accept_histogram[min(cycle.accepted, 16)] += 1
+            self.accept_histogram[min(cycle.accepted, MAX_DRAFT)] += 1
+            totals = self.by_source.setdefault(cycle.source, SourceTotals())
+            totals.proposed += cycle.drafted
+            totals.accepted += cycle.accepted
+            totals.cycles += 1
 
     @property
     def acceptance_rate(self) -> float:
@@ -79,9 +110,9 @@ class GenerationStats:
     def prompt_tps(self) -> float:
         return self.prompt_tokens / self.prompt_seconds if self.prompt_seconds > 0 else 0.0
 
-
     def snapshot(self) -> GenerationStats:
-        return replace(self, accept_histogram=list(self.accept_histogram))
+        return replace(self, accept_histogram=list(self.accept_histogram),
+                       by_source={k: replace(v) for k, v in self.by_source.items()})
 
 
 @dataclass(frozen=True)

@@ -1,53 +1,96 @@
 """The generation loop around the speculative step: prompt, cycles, stops, streaming, stats.
 
-One `Generator` holds the loaded target (and draft) and serves many replies; each reply reuses
-whatever prefix of the prompt the KV caches already hold. K = 0 is the speculation-off path:
-the same loop, no draft work, which is why it is the honest baseline.
+One `Generator` holds the loaded target and its drafters and serves many replies; each reply reuses
+whatever prefix of the prompt the caches already hold. K = 0 is the speculation-off path: the same
+loop, no drafter work, which is why it is the honest baseline. K = auto's measurements live as long
+as the generator, so a reply starts from what the calibration after load and earlier replies
+measured, not from a guess.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from spectui.engine import drafters as registry
 from spectui.engine.autodraft import AutoDraft
-from spectui.engine.compat import check_compatible
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig
-from spectui.engine.drafters.base import Proposer
-from spectui.engine.drafters.model import DraftModelProposer
-from spectui.engine.events import CycleStats, Event, Finished, GenerationStats, Progress, StopReason
+from spectui.engine.drafters.base import Budget, CappedBudget, Drafter, FixedBudget
+from spectui.engine.drafters.chain import ChainDrafter
+from spectui.engine.drafters.spec import BuildContext, DrafterInfo, DrafterSpec
+from spectui.engine.events import TARGET, CycleStats, Event, Finished, GenerationStats, Progress, StopReason
 from spectui.engine.model import LlamaModel, ProgressCallback
 from spectui.engine.speculative import pick, speculative_step
 from spectui.engine.textstream import TextStream
-from spectui.errors import ContextFullError, UnsupportedModelError
-
-
-def context_full_message(n_ctx: int) -> str:
-    return f"the context is full ({n_ctx} tokens); start a new chat or raise --ctx"
+from spectui.errors import ContextFullError
 
 
 class Generator:
-    def __init__(self, target: LlamaModel, proposer: Proposer | None = None) -> None:
+    def __init__(self, target: LlamaModel, drafters: Mapping[str, Drafter] | None = None,
+                 default_kind: str | None = None, notes: Sequence[str] = ()) -> None:
         self.target = target
-        self.proposer = proposer
+        self.drafters: dict[str, Drafter] = dict(drafters or {})
+        """The loaded drafters by kind (`model`, `ngram`, …); chains are built from these."""
+        self.default_kind = default_kind or registry.default_kind(self.drafters)
+        self.notes = list(notes)
+        """One line each: why a drafter that was asked for is not running."""
+        self._chains: dict[str, Drafter] = {}
+        self._autos = {True: AutoDraft(), False: AutoDraft()}
+
+    # ----- what this generator can do (the UI, bench and CLI ask here) ---------------------
 
     @property
-    def has_draft(self) -> bool:
-        return self.proposer is not None
+    def can_speculate(self) -> bool:
+        return bool(self.drafters)
+
+    @property
+    def kinds(self) -> list[str]:
+        """Drafter kinds the user can switch between."""
+        return registry.offered_kinds(self.drafters)
+
+    def drafter(self, kind: str | None = None) -> Drafter | None:
+        """The drafter for `kind` (default: this generator's), or None for `none`/unavailable."""
+        kind = kind or self.default_kind
+        if kind == registry.NONE_KIND or not self.drafters:
+            return None
+        if kind in self.drafters:
+            return self.drafters[kind]
+        if kind not in self._chains:
+            members = [self.drafters[m] for m in registry.chain_order(kind) if m in self.drafters]
+            if not members:
+                return None
+            self._chains[kind] = members[0] if len(members) == 1 else ChainDrafter(members)
+        return self._chains[kind]
+
+    def label(self, kind: str | None = None) -> str:
+        """E.g. "draft model gemma-3-270m-draft-q4_0.gguf", or "none"."""
+        drafter = self.drafter(kind)
+        return drafter.label if drafter is not None else "none"
+
+    def describe(self) -> DrafterInfo:
+        """What this generator offers, for the UI and bench."""
+        return DrafterInfo(kinds=tuple(self.kinds), default=self.default_kind,
+                           labels={kind: self.label(kind) for kind in self.kinds}, notes=tuple(self.notes))
+
+    def auto(self, greedy: bool) -> AutoDraft:
+        """K = auto's figures for greedy or sampled replies (acceptance differs a lot between them)."""
+        return self._autos[greedy]
+
+    # ----- lifetime -------------------------------------------------------------------------
 
     def reset(self) -> None:
         """Forget every cached token, so the next reply reads its whole prompt (benchmarks)."""
         self.target.reset()
-        if self.proposer is not None:
-            self.proposer.reset()
+        for drafter in self.drafters.values():
+            drafter.reset()
 
     def close(self) -> None:
-        if self.proposer is not None:
-            self.proposer.close()
+        for drafter in self.drafters.values():
+            drafter.close()
         self.target.close()
 
     def generate(
@@ -62,88 +105,89 @@ class Generator:
         reply = _Reply(self, config)
         try:
             yield from reply.run(list(prompt), control, cancelled)
-        except ContextFullError:
-            yield from reply.finish("context", context_full_message(self.target.n_ctx))
+        except ContextFullError as error:
+            yield from reply.finish("context", str(error))
 
 
 class _Reply:
     """State of one reply in flight."""
 
     def __init__(self, generator: Generator, config: GenerationConfig) -> None:
+        self.generator = generator
         self.target = generator.target
-        self.proposer = generator.proposer
         self.config = config
         self.cfg = config.sampling
         self.rng = np.random.default_rng(config.sampling.seed)
         self.stats = GenerationStats()
         self.stream = TextStream(config.stop)
         self.tokens: list[int] = []
-        self.auto = AutoDraft()
+        self.auto = generator.auto(self.cfg.greedy)
 
     def run(self, prompt: list[int], control: DraftControl, cancelled: Callable[[], bool]) -> Iterator[Event]:
         if not prompt:
             raise ValueError("the prompt is empty")
         if len(prompt) >= self.target.n_ctx:
-            yield from self.finish("context", context_full_message(self.target.n_ctx))
-            return
-        first = self._prefill(prompt)
+            raise ContextFullError.of(self.target.n_ctx)
+        first = self._prefill(prompt, self.generator.drafter(control.drafter))
         context = [*prompt, first]
-        pieces, reason, emitted = self._accept([first], drafted=0)
+        pieces, reason, emitted = self._accept([first], drafted=0, source=TARGET)
         self.stats.generated_tokens = emitted
         yield from pieces
         while reason is None:
             if cancelled():
                 reason = "cancelled"
                 break
-            k = self._draft_length(control)
             if self.target.room() < 1:
-                raise ContextFullError(context_full_message(self.target.n_ctx))
-            step = speculative_step(self.target, self.proposer, context, k, self.cfg, self.rng, self._p_min(control))
+                raise ContextFullError.of(self.target.n_ctx)
+            drafter, budget = self._plan(control)
+            step = speculative_step(self.target, drafter, context, budget, self.cfg, self.rng)
             self.auto.observe(step)
             context.extend(step.tokens)
-            pieces, reason, emitted = self._accept(step.tokens, drafted=step.accepted)
+            source = step.proposal.source
+            pieces, reason, emitted = self._accept(step.tokens, step.accepted, source or TARGET)
             yield from pieces
-            cycle = CycleStats(k, step.drafted, step.accepted, emitted, step.draft_seconds + step.verify_seconds)
+            k = budget.given.get(source, max(budget.given.values(), default=0))
+            cycle = CycleStats(k, step.drafted, step.accepted, emitted,
+                               step.draft_seconds + step.verify_seconds, source)
             self.stats.add_cycle(cycle)
             yield Progress(cycle, self.stats.snapshot())
         yield from self.finish(reason)
 
-    def _prefill(self, prompt: list[int]) -> int:
+    def _prefill(self, prompt: list[int], drafter: Drafter | None) -> int:
         """Read the prompt (only the part not already cached) and pick the first token."""
         start = time.perf_counter()
         self.stats.prompt_tokens = len(prompt) - self.target.kept_on_sync(prompt)
         logits = self.target.sync(prompt)
         first = pick(logits, self.cfg, self.rng)
-        if self.proposer is not None:
-            self.proposer.prefill(prompt)
+        if drafter is not None:
+            drafter.prefill(prompt)
         self.stats.prompt_seconds = time.perf_counter() - start
         return first
 
-    def _draft_length(self, control: DraftControl) -> int:
-        """K for this cycle: the user's, or auto's; never past max_tokens or the context."""
-        if self.proposer is None:
-            return 0
+    def _plan(self, control: DraftControl) -> tuple[Drafter | None, CappedBudget]:
+        """This cycle's drafter and budget: the user's K or auto's, never past max_tokens or the
+        context, nor past what the drafter can propose."""
         wanted = control.effective_k()
-        k = self.auto.choose() if wanted == AUTO else wanted
+        drafter = self.generator.drafter(control.drafter) if wanted != 0 else None
         remaining = self.config.max_tokens - len(self.tokens) - 1
-        return max(0, min(k, remaining, self.target.room() - 1))
+        cap = min(remaining, self.target.room() - 1, drafter.max_k if drafter else 0)
+        inner: Budget = self.auto if wanted == AUTO else FixedBudget(int(wanted))
+        return (drafter if cap > 0 else None), CappedBudget(inner, max(cap, 0))
 
-    def _p_min(self, control: DraftControl) -> float:
-        """A fixed K drafts exactly K; auto stops a draft once a token is not worth its cost."""
-        return self.auto.p_min() if control.effective_k() == AUTO else 0.0
-
-    def _accept(self, new_tokens: list[int], drafted: int) -> tuple[list[Event], StopReason | None, int]:
+    def _accept(self, new_tokens: list[int], drafted: int,
+                source: str) -> tuple[list[Event], StopReason | None, int]:
         """Append tokens to the reply in order, stopping at EOS, a stop string or max_tokens.
 
-        The first `drafted` tokens came from the draft (accepted by the target). Returns the text
-        pieces, why the reply ended (None: it goes on) and how many tokens were taken.
+        The first `drafted` tokens came from drafter `source` (accepted by the target). Returns the
+        text pieces, why the reply ended (None: it goes on) and how many tokens were taken.
         """
         pieces: list[Event] = []
         for i, token in enumerate(new_tokens):
             if self.target.is_eog(token):
                 return pieces, "eos", i
             self.tokens.append(token)
-            pieces.extend(self.stream.feed(self.target.token_bytes(token), from_draft=i < drafted))
+            origin = source if i < drafted else TARGET
+            pieces.extend(self.stream.feed(self.target.token_bytes(token), origin))
             if self.stream.stopped:
                 return pieces, "stop", i + 1
             if len(self.tokens) >= self.config.max_tokens:
@@ -157,42 +201,41 @@ class _Reply:
 
 def load_generator(
     target_path: str | os.PathLike[str],
-    draft_path: str | os.PathLike[str] | None = None,
+    drafter: DrafterSpec | str | os.PathLike[str] | None = None,
     *,
     n_ctx: int = 4096,
     n_gpu_layers: int | None = None,
-    draft_n_gpu_layers: int | None = None,
     n_threads: int | None = None,
     progress: ProgressCallback | None = None,
+    history: Callable[[], Iterable[list[int]]] | None = None,
 ) -> Generator:
-    """Load target and draft, check they are compatible, and return a ready `Generator`.
+    """Load the target, build the drafters the spec asks for, and return a ready `Generator`.
 
-    `progress` receives 0..1 over both loads (the target is most of the work).
+    `drafter` may also be a draft GGUF's path (the default drafters with that draft model).
+    `progress` receives 0..1 over all loads (the target is most of the work).
     """
+    spec = drafter if isinstance(drafter, DrafterSpec) else DrafterSpec(draft=_path(drafter))
+    registry.check_spec(spec)
+
     def part(lo: float, hi: float) -> ProgressCallback | None:
         return None if progress is None else (lambda f: progress(lo + (hi - lo) * f))
 
-    target = LlamaModel.load(target_path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers,
-                             n_threads=n_threads, progress=part(0.0, 0.8 if draft_path else 1.0))
-    if draft_path is None:
-        return Generator(target)
+    split = 0.8 if spec.draft is not None else 1.0
+    target = LlamaModel.load(target_path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, n_threads=n_threads,
+                             progress=part(0.0, split))
+    if not target.can_roll_back:
+        note = (f"speculation is off: {target.path.name} is a recurrent/hybrid model whose context "
+                "cannot be rolled back")
+        return Generator(target, {}, registry.NONE_KIND, [note])
+    ctx = BuildContext(target, n_ctx, n_threads, n_gpu_layers, part(split, 1.0), history)
     try:
-        draft = LlamaModel.load(draft_path, n_ctx=n_ctx,
-                                n_gpu_layers=n_gpu_layers if draft_n_gpu_layers is None else draft_n_gpu_layers,
-                                n_threads=n_threads, progress=part(0.8, 1.0))
-    except Exception:
+        drafters, notes = registry.build_drafters(spec, ctx)
+    except BaseException:
         target.close()
         raise
-    try:
-        check_compatible(target, draft, target_name=Path(target_path).name, draft_name=Path(draft_path).name)
-        for model in (target, draft):
-            if not model.can_roll_back:
-                raise UnsupportedModelError(
-                    f"{model.path.name} is a recurrent/hybrid model whose context cannot be rolled "
-                    "back, so it cannot be used for speculative decoding; run it without --draft"
-                )
-    except Exception:
-        draft.close()
-        target.close()
-        raise
-    return Generator(target, DraftModelProposer(draft))
+    kind = None if spec.kind == registry.AUTO_KIND else spec.kind
+    return Generator(target, drafters, kind, notes)
+
+
+def _path(value: str | os.PathLike[str] | None) -> Path | None:
+    return None if value is None else Path(value)

@@ -1,8 +1,8 @@
 """Keep llama.cpp's log off the terminal (it would tear through the Textual screen) but at hand.
 
 llama-cpp-python's own log callback maps llama.cpp's log levels with an outdated table (it
-prints warnings as errors), so we install our own: every line goes into a small ring buffer,
-and the last error lines can be quoted when a load fails. `SPECTUI_LLAMA_LOG=1` prints them all.
+prints warnings as errors), so we install our own: every line goes into a small ring buffer
+(kept for a debugger or a crash log), and `SPECTUI_LLAMA_LOG=1` prints them all.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from collections import deque
 import llama_cpp
 
 # ggml's enum ggml_log_level today: NONE 0, DEBUG 1, INFO 2, WARN 3, ERROR 4, CONT 5.
-LEVEL_ERROR = 4
 LEVEL_CONT = 5
 
 _lines: deque[tuple[int, str]] = deque(maxlen=200)
@@ -37,11 +36,3 @@ def _on_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
 
 def install() -> None:
     llama_cpp.llama_log_set(_on_log, ctypes.c_void_p(0))
-
-
-def last_error() -> str | None:
-    """The most recent error line llama.cpp logged, stripped, or None."""
-    for level, message in reversed(_lines):
-        if level == LEVEL_ERROR and message.strip():
-            return message.strip()
-    return None

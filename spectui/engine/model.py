@@ -166,10 +166,6 @@ class LlamaModel:
         return llama_cpp.llama_model_n_layer(self._model)
 
     @property
-    def size_bytes(self) -> int:
-        return llama_cpp.llama_model_size(self._model)
-
-    @property
     def can_roll_back(self) -> bool:
         """False for recurrent/hybrid models, whose state cannot drop its last few tokens."""
         return not (llama_cpp.llama_model_is_recurrent(self._model) or llama_cpp.llama_model_is_hybrid(self._model))
@@ -280,9 +276,7 @@ class LlamaModel:
         valid until the next decode. Rows without a request cost llama.cpp no output work.
         """
         if len(tokens) > self.room():
-            raise ContextFullError(
-                f"the context is full ({self.n_ctx} tokens); start a new chat or raise --ctx"
-            )
+            raise ContextFullError.of(self.n_ctx)
         most = min(len(tokens), self.n_batch, MAX_LOGIT_ROWS)
         if not 1 <= n_logits <= most:
             raise ValueError(f"n_logits must be 1..{most}, not {n_logits}")
@@ -307,9 +301,7 @@ class LlamaModel:
         batch.n_tokens = n
         status = llama_cpp.llama_decode(self._ctx, batch)
         if status == 1:
-            raise ContextFullError(
-                f"no room left in the context ({self.n_ctx} tokens); start a new chat or raise --ctx"
-            )
+            raise ContextFullError.of(self.n_ctx)
         if status != 0:
             raise ModelLoadError(f"llama_decode failed with status {status} on {self.path.name}")
         self.cached.extend(tokens)

@@ -1,8 +1,9 @@
-"""The speculative step: the draft proposes, the target verifies all of it in one pass.
+"""The speculative step: a drafter proposes, the target verifies all of it in one pass.
 
 Notation (Leviathan et al. 2023; Chen et al. 2023): p is the target's processed next-token
-distribution, q the draft's. The context ends with `last`, the newest token, which the target has
-not decoded yet; its cache holds everything before it.
+distribution, q the drafter's (a point mass, q(d) = 1, for a deterministic proposal such as a
+lookup). The context ends with `last`, the newest token, which the target has not decoded yet; its
+cache holds everything before it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 
 from spectui.engine import sampling
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import Proposal, Proposer
+from spectui.engine.drafters.base import Budget, Drafter, Feedback, Proposal
 from spectui.engine.model import LlamaModel
 
 
@@ -23,13 +24,15 @@ from spectui.engine.model import LlamaModel
 class StepResult:
     tokens: list[int]
     """The accepted draft tokens, then one token from the target (correction or bonus)."""
-    drafted: int
+    proposal: Proposal
     accepted: int
     draft_seconds: float
+    """Proposing, plus the drafter's handling of the verdict."""
     verify_seconds: float
-    draft_decodes: int = 0
-    draft_confidences: tuple[float, ...] = ()
-    draft_caught_up: int = 0
+
+    @property
+    def drafted(self) -> int:
+        return len(self.proposal.tokens)
 
 
 def accept_draft_token(p_d: float, q_d: float, u: float) -> bool:
@@ -43,24 +46,23 @@ def accept_draft_token(p_d: float, q_d: float, u: float) -> bool:
 
 def speculative_step(
     target: LlamaModel,
-    proposer: Proposer | None,
+    drafter: Drafter | None,
     context: Sequence[int],
-    k: int,
+    budget: Budget,
     cfg: SamplingConfig,
     rng: np.random.Generator,
-    p_min: float = 0.0,
 ) -> StepResult:
-    """One cycle: up to k draft tokens, one target pass, acceptance, KV rollback."""
+    """One cycle: a proposal of up to budget.k tokens, one target pass, acceptance, rollback."""
     t0 = time.perf_counter()
-    # 1. The draft proposes d_1..d_n (n <= k) from q (argmax at T = 0).
-    proposal = proposer.propose(context, k, cfg, rng, p_min) if proposer and k > 0 else Proposal()
+    # 1. The drafter proposes d_1..d_n (n <= k), each from its q (or deterministically).
+    proposal = drafter.propose(context, budget, cfg, rng) if drafter else Proposal()
     drafted = proposal.tokens
     t1 = time.perf_counter()
     # 2. The target scores [last, d_1..d_n] in ONE decode: row i is p( . | context, d_1..d_i).
     n_cached = len(context) - 1
     target.truncate(n_cached)
     logits = target.extend([context[-1], *drafted], n_logits=len(drafted) + 1)
-    # 3. Walk the draft; stop at the first rejection.
+    # 3. Walk the proposal; stop at the first rejection.
     accepted, extra = 0, None
     for i, d in enumerate(drafted):
         if cfg.greedy:
@@ -70,11 +72,12 @@ def speculative_step(
                 extra = best
                 break
         else:
-            # T > 0: rejection sampling against the draft's own q (a point mass if it has none).
+            # T > 0: accept d with min(1, p(d)/q(d)); q(d) = 1 for a deterministic proposal.
             p = sampling.distribution(logits[i], cfg)
             q = proposal.dists[i] or sampling.point_mass(d)
             if not accept_draft_token(p.prob(d), q.prob(d), rng.random()):
-                # Rejected: sample from the residual normalize(max(0, p - q)).
+                # Rejected: sample from the residual normalize(max(0, p - q)) (for a point mass:
+                # p with d removed).
                 extra = sampling.sample(sampling.residual(p, q), rng)
                 break
         accepted += 1
@@ -83,9 +86,13 @@ def speculative_step(
         extra = pick(logits[len(drafted)], cfg, rng)
     # 4. Roll back: the target keeps last + the accepted prefix; the new token stays pending.
     target.truncate(n_cached + 1 + accepted)
+    emitted = [*drafted[:accepted], extra]
     t2 = time.perf_counter()
-    return StepResult([*drafted[:accepted], extra], len(drafted), accepted, t1 - t0, t2 - t1,
-                      proposal.decodes, tuple(proposal.confidences), proposal.caught_up)
+    # 5. Tell the drafter (it may read the target's kept rows, or learn from the verdict).
+    if drafter is not None and drafted:
+        drafter.feedback(Feedback(context, proposal, accepted, emitted, len(drafted) + 1))
+    t3 = time.perf_counter()
+    return StepResult(emitted, proposal, accepted, (t1 - t0) + (t3 - t2), t2 - t1)
 
 
 def pick(logits: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import codecs
 from collections.abc import Sequence
 
-from spectui.engine.events import TextPiece
+from spectui.engine.events import TARGET, TextPiece
 
 
 class TextStream:
@@ -18,7 +18,7 @@ class TextStream:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._stop = [s for s in stop if s]
         self._text = ""
-        self._sources: list[tuple[int, bool]] = []  # (end offset in _text, from_draft)
+        self._sources: list[tuple[int, str]] = []  # (end offset in _text, origin)
         self._emitted = 0
         self.stopped = False
 
@@ -27,7 +27,7 @@ class TextStream:
         """Everything emitted so far (after a stop: the text before the stop string)."""
         return self._text[: self._emitted]
 
-    def feed(self, data: bytes, from_draft: bool) -> list[TextPiece]:
+    def feed(self, data: bytes, origin: str = TARGET) -> list[TextPiece]:
         """Add one token's bytes; return the pieces that are now safe to show."""
         if self.stopped:
             return []
@@ -35,7 +35,7 @@ class TextStream:
         if not decoded:
             return []
         self._text += decoded
-        self._sources.append((len(self._text), from_draft))
+        self._sources.append((len(self._text), origin))
         cut = self._find_stop()
         if cut is not None:
             self.stopped = True
@@ -49,7 +49,7 @@ class TextStream:
             tail = self._decoder.decode(b"", final=True)
             if tail:
                 self._text += tail
-                self._sources.append((len(self._text), False))
+                self._sources.append((len(self._text), TARGET))
         return self._emit_until(len(self._text))
 
     def _find_stop(self) -> int | None:
@@ -72,12 +72,12 @@ class TextStream:
     def _emit_until(self, end: int) -> list[TextPiece]:
         pieces: list[TextPiece] = []
         pos = self._emitted
-        for source_end, from_draft in self._sources:
+        for source_end, origin in self._sources:
             if source_end <= pos:
                 continue
             piece_end = min(source_end, end)
             if piece_end > pos:
-                pieces.append(TextPiece(self._text[pos:piece_end], from_draft))
+                pieces.append(TextPiece(self._text[pos:piece_end], origin))
                 pos = piece_end
             if pos >= end:
                 break

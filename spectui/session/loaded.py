@@ -10,7 +10,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from spectui.chat.template import ChatFormat, ChatMessage, encode_prompt
+from spectui.chat.template import ChatFormat, ChatMessage
 
 if TYPE_CHECKING:
     from spectui.engine.generator import Generator
@@ -39,8 +39,7 @@ class EngineSession:
         """The whole conversation, rendered and tokenized (the KV cache makes re-sending cheap)."""
         if self.generator is None or self.chat_format is None:
             raise RuntimeError("no model loaded")
-        text = self.chat_format.render(messages, add_generation_prompt=True)
-        return encode_prompt(self.generator.target, text)
+        return self.chat_format.prompt_tokens(self.generator.target, messages)
 
     def close(self, timeout: float = 5.0) -> bool:
         """Free the models once no thread uses them; False if one still holds the lock."""

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gguf import GGUFReader
 
+    from spectui.engine.drafters import DrafterSpec
+
 KV_BYTES_PER_VALUE = 2  # llama.cpp's default f16 K and V cache
 OVERHEAD = 1.10  # compute buffers and scratch, roughly
 DRAFT_SIZE_LIMIT = 1 / 3
@@ -47,6 +49,12 @@ class MemoryPlan:
     warnings: list[str] = field(default_factory=list)
     n_gpu_layers: int | None = None
     draft_n_gpu_layers: int | None = None
+
+    def apply(self, drafter: DrafterSpec) -> DrafterSpec:
+        """The drafter spec with the draft offload this plan settled on."""
+        from dataclasses import replace
+
+        return replace(drafter, draft_n_gpu_layers=self.draft_n_gpu_layers)
 
 
 def weights_bytes(path: Path) -> int:
@@ -165,3 +173,24 @@ def plan(target: Footprint, draft: Footprint | None, n_ctx: int, *, gpu: bool,
             f"{fit} of {target.n_layer} target layers (the rest run on the CPU, slower)"
         )
     return result
+
+
+def plan_run(target: Path, drafter: DrafterSpec, n_ctx: int, n_gpu_layers: int | None) -> MemoryPlan:
+    """The plan for a chat or bench run: the files' headers, this machine's free RAM and VRAM.
+
+    Raises `ModelLoadError` for a file that is missing or not a GGUF (one line, before loading).
+    """
+    from spectui.engine.gguf_file import check_readable
+    from spectui.engine.model import gpu_offload_available
+
+    for path in filter(None, (target, drafter.draft)):
+        check_readable(path)
+    try:
+        target_fp = read_footprint(target)
+        draft_fp = read_footprint(drafter.draft) if drafter.draft else None
+    except Exception:  # a damaged header: llama.cpp's load will say what is wrong
+        return MemoryPlan(n_gpu_layers=n_gpu_layers, draft_n_gpu_layers=drafter.draft_n_gpu_layers)
+    gpu = gpu_offload_available()
+    return plan(target_fp, draft_fp, n_ctx, gpu=gpu, n_gpu_layers=n_gpu_layers,
+                draft_n_gpu_layers=drafter.draft_n_gpu_layers, ram=mem_available_bytes(),
+                vram=free_vram_bytes() if gpu else None)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from spectui.engine.config import AUTO, DraftControl, DraftLength, GenerationConfig, SamplingConfig
+from spectui.engine.drafters import AUTO_KIND, DrafterSpec, check_spec
 from spectui.errors import SpectuiError
 
 DEFAULT_MAX_TOKENS = 1024
@@ -16,7 +17,8 @@ DEFAULT_MAX_TOKENS = 1024
 class ChatOptions:
     pair_name: str
     target: Path
-    draft: Path | None
+    drafter: DrafterSpec = field(default_factory=DrafterSpec)
+    """Which drafter to run and its draft file, if any."""
     k: DraftLength = AUTO
     """0 starts with speculation off (K returns to `auto` when it is turned on)."""
     temperature: float = 0.0
@@ -25,7 +27,6 @@ class ChatOptions:
     n_ctx: int = 4096
     threads: int | None = None
     n_gpu_layers: int | None = None
-    draft_n_gpu_layers: int | None = None
     system: str | None = None
     resume: bool = False
     show_timings: bool = True
@@ -33,43 +34,61 @@ class ChatOptions:
     calibration_tokens: int = 32
 
     def draft_control(self) -> DraftControl:
+        kind = None if self.drafter.kind == AUTO_KIND else self.drafter.kind
         if self.k == 0:
-            return DraftControl(AUTO, enabled=False)
-        return DraftControl(self.k)
+            return DraftControl(AUTO, enabled=False, drafter=kind)
+        return DraftControl(self.k, drafter=kind)
 
-    def generation_config(self, stop: tuple[str, ...] = ()) -> GenerationConfig:
+    def generation_config(self) -> GenerationConfig:
         sampling = SamplingConfig(temperature=self.temperature, seed=self.seed)
-        return GenerationConfig(max_tokens=self.max_tokens, stop=stop, sampling=sampling)
+        return GenerationConfig(max_tokens=self.max_tokens, sampling=sampling)
 
     @property
     def models_label(self) -> str:
-        draft = self.draft.name if self.draft else "no draft"
-        return f"{self.target.name} + {draft}"
+        draft = self.drafter.draft
+        return f"{self.target.name} + {draft.name}" if draft else self.target.name
 
 
-def options_from_args(args: argparse.Namespace) -> ChatOptions:
-    """Resolve the pair (catalog name, demo pair, or explicit paths) and collect the options.
+@dataclass(frozen=True)
+class ModelChoice:
+    """The models a `chat` or `bench` command line names: a pair, or explicit files."""
+
+    pair_name: str
+    target: Path
+    drafter: DrafterSpec
+    recommended_k: DraftLength | None = None
+
+
+def models_from_args(args: argparse.Namespace) -> ModelChoice:
+    """Resolve the pair (catalog name, demo pair, or explicit paths) and the drafter asked for.
 
     Raises `CatalogError` naming the `spectui pull` command when the pair is not pulled.
     """
     if args.draft and not args.target:
-        raise SpectuiError("--draft needs --target too (or name a pair: spectui chat PAIR)")
-    k = args.draft_length
+        raise SpectuiError("--draft needs --target too (or name a pair)")
+    kind = args.drafter or AUTO_KIND
     if args.target:
         target, draft = Path(args.target).expanduser(), _optional_path(args.draft)
-        name = "custom"
+        choice = ModelChoice("custom", target, DrafterSpec(kind, draft, args.draft_n_gpu_layers))
     else:
         from spectui.catalog import resolve_pair
 
         pair = resolve_pair(args.pair)
-        target, draft, name = pair.target, pair.draft, pair.name
-        k = pair.recommended_k if k is None else k
+        spec = DrafterSpec(kind, pair.draft, args.draft_n_gpu_layers)
+        choice = ModelChoice(pair.name, pair.target, spec, pair.recommended_k)
+    check_spec(choice.drafter)
+    return choice
+
+
+def options_from_args(args: argparse.Namespace) -> ChatOptions:
+    """The chat's options from its command line."""
+    choice = models_from_args(args)
+    k = args.draft_length if args.draft_length is not None else choice.recommended_k
     return ChatOptions(
-        pair_name=name, target=target, draft=draft, k=AUTO if k is None else k,
-        temperature=args.temperature, seed=args.seed,
+        pair_name=choice.pair_name, target=choice.target, drafter=choice.drafter,
+        k=AUTO if k is None else k, temperature=args.temperature, seed=args.seed,
         max_tokens=args.max_tokens or DEFAULT_MAX_TOKENS, n_ctx=args.ctx, threads=args.threads,
-        n_gpu_layers=args.n_gpu_layers, draft_n_gpu_layers=args.draft_n_gpu_layers,
-        system=args.system, resume=args.resume,
+        n_gpu_layers=args.n_gpu_layers, system=args.system, resume=args.resume,
     )
 
 

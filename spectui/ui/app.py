@@ -22,6 +22,7 @@ from spectui.chat.conversation import Conversation
 from spectui.chat.store import ChatStore
 from spectui.chat.template import ChatMessage
 from spectui.engine.config import DraftControl
+from spectui.engine.drafters.spec import DrafterInfo
 from spectui.engine.events import Finished
 from spectui.paths import chats_db_path
 from spectui.session.baseline import Baseline, from_finished
@@ -42,7 +43,7 @@ from spectui.ui.messages import (
     ReplyUpdate,
 )
 from spectui.ui.pairs import PairCommands
-from spectui.ui.stats_panel import StatsPanel, describe_k, low_acceptance_advice
+from spectui.ui.stats_panel import StatsPanel, describe_drafter, describe_k, low_acceptance_advice
 from spectui.ui.workers import EngineWorkers
 
 
@@ -56,6 +57,7 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         Binding("f4", "toggle_speculation", "Spec on/off"),
         Binding("f5", "compare", "Re-run K=0"),
         Binding("f6", "toggle_colours", "Colours"),
+        Binding("f7", "next_drafter", "Drafter"),
         Binding("escape", "stop", "Stop"),
         Binding("ctrl+n", "new_chat", "New chat"),
         Binding("ctrl+o", "open_chats", "Chats"),
@@ -71,7 +73,8 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         self.draft_control = options.draft_control()
         self.store = ChatStore(store_path or chats_db_path())
         self.conversation = Conversation(self.store, options.pair_name, options.system)
-        self.has_draft = options.draft is not None
+        self.drafters = DrafterInfo()
+        """What the loaded generator offers (empty until the models are loaded)."""
         self.ready = False
         self.busy: ReplyPurpose | None = None
         self.colouring = False
@@ -124,7 +127,9 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         bar.update(total=None if fraction is None else 1.0, progress=fraction or 0.0)
 
     def refresh_k(self) -> None:
-        self.panel.state.k_label = describe_k(self.draft_control, self.has_draft, self.last_cycle_k)
+        state = self.panel.state
+        state.k_label = describe_k(self.draft_control, self.drafters, self.last_cycle_k)
+        state.drafter_label = describe_drafter(self.draft_control, self.drafters)
         self.panel.show()
 
     async def note(self, text: str, kind: str = "info") -> None:
@@ -135,7 +140,7 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
     def start_loading(self, options: ChatOptions) -> None:
         self.ready = False
         self.options = options
-        self.has_draft = options.draft is not None
+        self.drafters = DrafterInfo()
         self.sub_title = options.models_label
         self.set_status(f"loading {options.models_label}…", 0.0)
         self.load_models(options)
@@ -148,8 +153,11 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         await self.note(message.text, "warning")
 
     async def on_models_loaded(self, message: ModelsLoaded) -> None:
-        self.has_draft = message.draft_name is not None
+        self.drafters = message.drafters
         self.refresh_k()
+        for note in message.drafters.notes:
+            self.notify(note, severity="warning", timeout=12)
+            await self.note(note, "warning")
         if message.fallback_template:
             self.notify(message.template_note, severity="warning")
             await self.note(message.template_note, "warning")
@@ -167,8 +175,9 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
 
     async def on_pair_ready(self, message: PairReady) -> None:
         k = message.recommended_k if message.recommended_k is not None else self.options.k
+        drafter = replace(self.options.drafter, draft=message.draft)
         options = replace(self.options, pair_name=message.name, target=message.target,
-                          draft=message.draft, k=k)
+                          drafter=drafter, k=k)
         self.draft_control = options.draft_control()
         self.conversation.pair = message.name
         await self.note(f"switched to pair {message.name}: {options.models_label}")
@@ -233,7 +242,7 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         state.totals = message.totals or state.totals
         if message.cycles:
             self.last_cycle_k = message.cycles[-1].k
-            state.k_label = describe_k(self.draft_control, self.has_draft, self.last_cycle_k)
+            state.k_label = describe_k(self.draft_control, self.drafters, self.last_cycle_k)
         self.panel.show()
         if widget is not None:
             self.conversation.save_partial(widget.text)
@@ -241,7 +250,7 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
     async def on_reply_finished(self, message: ReplyFinished) -> None:
         finished = message.finished
         k_label = "0" if message.purpose == "compare" else describe_k(
-            self.draft_control, self.has_draft, self.last_cycle_k
+            self.draft_control, self.drafters, self.last_cycle_k
         )
         stats = summary.reply_stats(finished, k_label)
         if message.speculation_off:

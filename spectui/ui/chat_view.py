@@ -2,7 +2,8 @@
 
 A reply streams through Textual's `MarkdownStream`, which merges fragments when they arrive
 faster than the widget can render, so code blocks render as they are typed. Each reply also
-keeps its (text, from_draft) pieces so it can be shown coloured by origin instead (toggled).
+keeps its (text, origin) pieces so it can be shown coloured by origin instead (toggled): tokens
+accepted from a draft model, from a lookup (n-gram, suffix) or from MTP heads, and the target's own.
 """
 
 from __future__ import annotations
@@ -17,8 +18,19 @@ from textual.widget import Widget
 from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownStream
 
-DRAFT_STYLE = "green"
-Piece = tuple[str, bool]
+from spectui.engine.events import TARGET
+
+ORIGIN_STYLES = {"model": "green", "ngram": "cyan", "suffix": "cyan", "mtp": "magenta"}
+"""Colour of tokens accepted from each drafter; the target's own tokens keep the default."""
+OTHER_DRAFTER_STYLE = "green"
+Piece = tuple[str, str]
+"""(text, origin): origin is `target` or the drafter whose proposal the target accepted."""
+
+
+def origin_style(origin: str) -> str:
+    if origin == TARGET:
+        return ""
+    return ORIGIN_STYLES.get(origin, OTHER_DRAFTER_STYLE)
 
 
 class UserMessage(Static):
@@ -42,7 +54,7 @@ class AssistantMessage(Vertical):
                  stats: dict[str, Any] | None = None) -> None:
         super().__init__(classes="assistant-message")
         self.border_title = title
-        self.pieces: list[Piece] = list(pieces) or ([(text, False)] if text else [])
+        self.pieces: list[Piece] = list(pieces) or ([(text, TARGET)] if text else [])
         self._initial = text
         self._streaming = streaming
         self._stream: MarkdownStream | None = None
@@ -100,8 +112,8 @@ class AssistantMessage(Vertical):
 
     def coloured_text(self) -> Text:
         text = Text()
-        for piece, from_draft in self.pieces:
-            text.append(piece, style=DRAFT_STYLE if from_draft else "")
+        for piece, origin in self.pieces:
+            text.append(piece, style=origin_style(origin))
         return text
 
     def _paint(self) -> None:
@@ -138,9 +150,6 @@ class ChatLog(VerticalScroll):
         await self.mount(widget)
         self.anchor()
         return widget
-
-    def assistant_messages(self) -> list[AssistantMessage]:
-        return list(self.query(AssistantMessage))
 
     def last_reply(self) -> AssistantMessage | None:
         replies = [m for m in self.children if isinstance(m, AssistantMessage)]

@@ -2,24 +2,51 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from spectui.chat.conversation import Conversation
+from spectui.chat.store import ChatStore
+from spectui.chat.template import ChatMessage
 from spectui.engine.config import DraftControl
-from spectui.ui.chat_view import AssistantMessage, Comparison
+from spectui.engine.drafters.spec import DrafterInfo
+from spectui.session.options import ChatOptions
+from spectui.ui.chat_view import AssistantMessage, ChatLog, Comparison
+from spectui.ui.messages import ReplyPurpose
 from spectui.ui.screens import ChatsScreen
-
-if TYPE_CHECKING:
-    from spectui.ui.app import SpectuiApp
-
-    _Base = SpectuiApp
-else:
-    _Base = object
+from spectui.ui.stats_panel import StatsPanel
 
 
-class Controls(_Base):
-    """Mixed into `SpectuiApp`; every action runs on the UI thread and never blocks."""
+class Controls:
+    """Mixed into `SpectuiApp`; every action runs on the UI thread and never blocks.
+
+    The app provides the state and helpers declared below (annotations only, so nothing here
+    shadows the app's own definitions and this module needs no import of the app).
+    """
+
+    drafters: DrafterInfo
+    draft_control: DraftControl
+    colouring: bool
+    conversation: Conversation
+    comparison: Comparison | None
+    store: ChatStore
+    options: ChatOptions
+    busy: ReplyPurpose | None
+    stop_requested: threading.Event
+    ready: bool
+    after_idle: Callable[[], Awaitable[None]] | None
+    log_view: ChatLog
+    panel: StatsPanel
+    notify: Callable[..., None]
+    query: Callable[..., Any]
+    push_screen: Callable[..., Any]
+    refresh_k: Callable[[], None]
+    set_status: Callable[..., None]
+    can_generate: Callable[[], bool]
+    begin_generation: Callable[[ReplyPurpose, Sequence[ChatMessage], DraftControl], None]
+    show_conversation: Callable[[Conversation], Awaitable[None]]
+    prepare_pair: Callable[[str, bool], Any]
 
     def action_k_up(self) -> None:
         self._step_k(+1)
@@ -28,8 +55,8 @@ class Controls(_Base):
         self._step_k(-1)
 
     def _step_k(self, delta: int) -> None:
-        if not self.has_draft:
-            self.notify("no draft model is loaded: K has no effect (pick a pair with ctrl+p)")
+        if not self.drafters.can_speculate:
+            self.notify(f"no drafter is running: K has no effect ({no_drafter_reason(self.drafters)})")
             return
         k = self.draft_control.step(delta)
         self.refresh_k()
@@ -37,12 +64,26 @@ class Controls(_Base):
         self.notify(f"draft length K = {k}, from the next cycle{off}", timeout=2)
 
     def action_toggle_speculation(self) -> None:
-        if not self.has_draft:
-            self.notify("no draft model is loaded, so speculation is off")
+        if not self.drafters.can_speculate:
+            self.notify(f"speculation is off: {no_drafter_reason(self.drafters)}")
             return
         enabled = self.draft_control.toggle()
         self.refresh_k()
         self.notify(f"speculation {'on' if enabled else 'off'}", timeout=2)
+
+    def action_next_drafter(self) -> None:
+        """Cycle through the drafters the loaded models offer; applies from the next cycle."""
+        kinds = self.drafters.kinds
+        if len(kinds) < 2:
+            only = self.drafters.label(None)
+            self.notify(f"only one drafter is available ({only})" if kinds else
+                        f"no drafter is running ({no_drafter_reason(self.drafters)})")
+            return
+        current = self.draft_control.drafter or self.drafters.default
+        kind = kinds[(kinds.index(current) + 1) % len(kinds)] if current in kinds else kinds[0]
+        self.draft_control.set_drafter(kind)
+        self.refresh_k()
+        self.notify(f"drafter: {self.drafters.label(kind)}, from the next cycle", timeout=2)
 
     async def action_compare(self) -> None:
         """Re-run the last prompt with speculation off, beside the reply it gave."""
@@ -113,3 +154,10 @@ class Controls(_Base):
         self.ready = False
         self.set_status(f"{'opening' if pulled else 'pulling'} pair {name}…", None)
         self.prepare_pair(name, pulled)
+
+
+def no_drafter_reason(drafters: DrafterInfo) -> str:
+    """Why nothing can draft, for the user: the load's own note, or what to do."""
+    if drafters.notes:
+        return drafters.notes[0]
+    return "start with a draft model (--draft, or a pair with ctrl+p) or --drafter ngram"

@@ -13,6 +13,7 @@ from typing import Literal
 from textual.message import Message
 
 from spectui.engine.config import DraftLength
+from spectui.engine.drafters.spec import DrafterInfo
 from spectui.engine.events import CycleStats, Finished, GenerationStats
 from spectui.session.baseline import Baseline
 
@@ -37,10 +38,10 @@ class LoadWarning(Message):
 
 @dataclass
 class ModelsLoaded(Message):
-    """Target (and draft) are loaded and checked; a reply can start once the baseline is in."""
+    """Target and drafters are loaded and checked; a reply can start once the baseline is in."""
 
     target_name: str
-    draft_name: str | None
+    drafters: DrafterInfo
     template_note: str
     fallback_template: bool
 
@@ -65,8 +66,8 @@ class ReplyUpdate(Message):
     """A batch of streamed text and finished cycles (posted a few times a second)."""
 
     purpose: ReplyPurpose
-    pieces: tuple[tuple[str, bool], ...]
-    """(text, from_draft) in order."""
+    pieces: tuple[tuple[str, str], ...]
+    """(text, origin) in order: origin is `target` or the drafter whose proposal was accepted."""
     cycles: tuple[CycleStats, ...]
     totals: GenerationStats | None
 

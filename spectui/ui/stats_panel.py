@@ -18,6 +18,7 @@ from textual.containers import Vertical
 from textual.widgets import Label, Sparkline, Static
 
 from spectui.engine.config import AUTO, DraftControl
+from spectui.engine.drafters.spec import DrafterInfo
 from spectui.engine.events import CycleStats, GenerationStats
 from spectui.session.baseline import Baseline
 
@@ -27,16 +28,25 @@ LOW_ACCEPTANCE = 0.4
 MIN_DRAFTED_FOR_ADVICE = 16
 
 
-def describe_k(control: DraftControl, has_draft: bool, last_cycle_k: int | None = None) -> str:
+def describe_k(control: DraftControl, drafters: DrafterInfo, last_cycle_k: int | None = None) -> str:
     """K as the user should read it: a number, `auto` (with what it chose), or why it is off."""
-    if not has_draft:
-        return "off (no draft model)"
+    if not drafters.can_speculate:
+        return "off (no drafter)"
+    if (control.drafter or drafters.default) == "none":
+        return "off (drafter: none)"
     k = control.k
     if not control.enabled:
         return f"off (K={k} when on)"
     if k == AUTO:
         return "auto" if last_cycle_k is None else f"auto (now {last_cycle_k})"
     return str(k)
+
+
+def describe_drafter(control: DraftControl, drafters: DrafterInfo) -> str:
+    """Which drafter proposes: "draft model NAME", "n-gram lookup", … or why none does."""
+    if not drafters.can_speculate:
+        return "none"
+    return drafters.label(control.drafter)
 
 
 def figures(totals: GenerationStats | None, baseline: Baseline | None,
@@ -90,6 +100,7 @@ def speed_series(cycles: Iterable[CycleStats]) -> list[float]:
 @dataclass
 class PanelState:
     k_label: str = NONE_YET
+    drafter_label: str = NONE_YET
     totals: GenerationStats | None = None
     baseline: Baseline | None = None
     cycles: list[CycleStats] = field(default_factory=list)
@@ -127,6 +138,7 @@ class StatsPanel(Vertical):
         grid = Table.grid(padding=(0, 1))
         grid.add_column(style="dim")
         grid.add_column(style="bold")
+        grid.add_row("drafter", state.drafter_label)
         grid.add_row("K (draft length)", state.k_label)
         for label, value in figures(state.totals, state.baseline, self.show_timings):
             grid.add_row(label, value)

@@ -50,7 +50,7 @@ class ReplyBatcher:
         self.post = post
         self.purpose = purpose
         self.interval = interval
-        self.pieces: list[tuple[str, bool]] = []
+        self.pieces: list[tuple[str, str]] = []
         self.cycles: list[CycleStats] = []
         self.totals: GenerationStats | None = None
         self.any_cycle = False
@@ -59,7 +59,7 @@ class ReplyBatcher:
 
     def add(self, event: Event) -> None:
         if isinstance(event, TextPiece):
-            self.pieces.append((event.text, event.from_draft))
+            self.pieces.append((event.text, event.origin))
         elif isinstance(event, Progress):
             self.cycles.append(event.cycle)
             self.totals = event.totals
@@ -152,9 +152,8 @@ class EngineWorkers:
 
         progress = Throttle(self.post_message, f"loading {options.models_label}", cancelled=cancelled)
         generator = load_generator(
-            options.target, options.draft, n_ctx=options.n_ctx, n_gpu_layers=plan.n_gpu_layers,
-            draft_n_gpu_layers=plan.draft_n_gpu_layers, n_threads=options.threads,
-            progress=progress,
+            options.target, plan.apply(options.drafter), n_ctx=options.n_ctx,
+            n_gpu_layers=plan.n_gpu_layers, n_threads=options.threads, progress=progress,
         )
         if cancelled():
             generator.close()
@@ -162,7 +161,7 @@ class EngineWorkers:
         self.session.install(generator)
         chat_format = self.session.chat_format
         assert chat_format is not None
-        self.post_message(ModelsLoaded(options.target.name, options.draft.name if options.draft else None,
+        self.post_message(ModelsLoaded(options.target.name, generator.describe(),
                                        chat_format.description, chat_format.is_fallback))
         self.post_message(LoadProgress("measuring the speculation-off baseline", None))
         prompt = self.session.prompt_tokens([ChatMessage("user", baseline.CALIBRATION_PROMPT)])
@@ -170,23 +169,7 @@ class EngineWorkers:
         self.post_message(BaselineMeasured(measured))
 
     def _memory_plan(self, options: ChatOptions) -> memory.MemoryPlan:
-        from spectui.engine.gguf_file import check_readable
-        from spectui.engine.model import gpu_offload_available
-
-        for path in filter(None, (options.target, options.draft)):
-            check_readable(path)
-        try:
-            target = memory.read_footprint(options.target)
-            draft = memory.read_footprint(options.draft) if options.draft else None
-        except Exception:  # a damaged header: llama.cpp's load will say what is wrong
-            return memory.MemoryPlan(n_gpu_layers=options.n_gpu_layers,
-                                     draft_n_gpu_layers=options.draft_n_gpu_layers)
-        gpu = gpu_offload_available()
-        return memory.plan(
-            target, draft, options.n_ctx, gpu=gpu, n_gpu_layers=options.n_gpu_layers,
-            draft_n_gpu_layers=options.draft_n_gpu_layers, ram=memory.mem_available_bytes(),
-            vram=memory.free_vram_bytes() if gpu else None,
-        )
+        return memory.plan_run(options.target, options.drafter, options.n_ctx, options.n_gpu_layers)
 
     @work(thread=True, exclusive=True, group="engine", exit_on_error=False)
     def generate_reply(self, messages: Sequence[ChatMessage], config: GenerationConfig,
@@ -228,3 +211,4 @@ class EngineWorkers:
                 self.post_message(EngineFailed(str(error), "pull"))
             return
         self.post_message(PairReady(pair.name, pair.target, pair.draft, pair.recommended_k))
+

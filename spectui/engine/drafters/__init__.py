@@ -1,1 +1,98 @@
-"""Drafters: every way of proposing the tokens the target then verifies."""
+"""Drafters: every way of proposing the tokens the target then verifies, and the one place that
+knows them all.
+
+A `DrafterSpec` says which drafter a run wants and what it needs (a draft file, or nothing); the
+CLI, the catalog, bench, the memory plan and the UI pass it around. `build_drafters` turns a spec
+and the loaded target into the drafters the generator holds; a kind such as `model+ngram` is a
+chain of registered kinds, cheapest first.
+
+Adding a kind: write `spectui/engine/drafters/<kind>.py` with a drafter class (see `base.Drafter`)
+and a `build(spec, ctx)` function (optionally `unavailable(spec, ctx)`), then add one
+`DrafterKind(...)` line to `KINDS` below saying what it needs. Nothing else needs to know.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from spectui.engine.drafters.spec import AUTO_KIND, NONE_KIND, BuildContext, DrafterKind, DrafterSpec
+from spectui.errors import SpectuiError
+
+if TYPE_CHECKING:
+    from spectui.engine.drafters.base import Drafter
+
+__all__ = ["AUTO_KIND", "KINDS", "NONE_KIND", "BuildContext", "DrafterKind", "DrafterSpec", "build_drafters",
+           "check_spec", "default_kind", "offered_kinds"]
+
+KINDS: Mapping[str, DrafterKind] = {kind.name: kind for kind in (
+    DrafterKind("model", "a draft model: a smaller GGUF with the target's tokenizer (--draft)",
+                needs_draft_file=True, rank=2, module="model"),
+)}
+DEFAULT_ORDER = ("model",)
+"""What `auto` picks, best first (from the measurements in docs/BENCHMARKS.md)."""
+
+
+def kind_names() -> list[str]:
+    """Every value `--drafter` accepts."""
+    return [AUTO_KIND, *KINDS, NONE_KIND]
+
+
+def check_spec(spec: DrafterSpec) -> None:
+    """Raise a one-line `SpectuiError` for an unknown kind or a missing/extra draft file."""
+    for member in spec.members:
+        if member not in KINDS:
+            raise SpectuiError(
+                f"unknown drafter {member!r}; choose one of {', '.join(kind_names())}"
+            )
+    needs_file = any(KINDS[m].needs_draft_file for m in spec.members)
+    if needs_file and spec.draft is None:
+        raise SpectuiError(f"--drafter {spec.kind} needs a draft model: add --draft PATH (or name a pair)")
+
+
+def build_drafters(spec: DrafterSpec, ctx: BuildContext) -> tuple[dict[str, Drafter], list[str]]:
+    """The drafters the generator can use, by kind, and why any asked-for kind could not run.
+
+    Every kind whose needs are met is built (cheap ones cost nothing; a draft model only when a
+    draft file was given), so the user can switch between them while chatting.
+    """
+    check_spec(spec)
+    built: dict[str, Drafter] = {}
+    notes: list[str] = []
+    try:
+        for name, kind in KINDS.items():
+            if kind.needs_draft_file and spec.draft is None:
+                continue
+            reason = kind.unavailable(spec, ctx)
+            if reason is None:
+                built[name] = kind.build(spec, ctx)
+                ctx.cleanup.append(built[name])
+            elif name in spec.members:
+                notes.append(f"{kind.summary.split(':')[0]} is off: {reason}")
+    except BaseException:
+        for drafter in ctx.cleanup:
+            drafter.close()
+        raise
+    return built, notes
+
+
+def default_kind(available: Iterable[str]) -> str:
+    """What `auto` means with these drafters loaded."""
+    have = set(available)
+    for kind in DEFAULT_ORDER:
+        if all(member in have for member in kind.split("+")):
+            return kind
+    return NONE_KIND
+
+
+def offered_kinds(available: Iterable[str]) -> list[str]:
+    """The kinds a user can switch between: each loaded drafter, then each lookup (rank 0) chained
+    before each drafter that runs a network (`model+ngram`: the lookup is tried first)."""
+    have = [name for name in KINDS if name in set(available)]
+    combos = [f"{a}+{b}" for a in have for b in have if KINDS[a].rank > 0 and KINDS[b].rank == 0]
+    return [*have, *combos]
+
+
+def chain_order(kind: str) -> list[str]:
+    """The members of a kind in the order a chain runs them: cheapest first."""
+    return sorted(kind.split("+"), key=lambda name: KINDS[name].rank)

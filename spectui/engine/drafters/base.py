@@ -1,8 +1,13 @@
-"""Who proposes the next tokens: the interface every drafter implements, and its `Proposal`.
+"""What every drafter implements, what it hands the step, and what the step hands back.
 
-The speculative step only needs proposed tokens and, when sampling, the distribution each was
-drawn from. A draftless proposer (prompt lookup / n-gram, as vLLM and llama.cpp offer) plugs in
-by returning tokens with `dists=None` entries treated as point masses (q(d) = 1).
+A drafter proposes up to k tokens to follow the context; the speculative step verifies them in one
+target pass and then tells the drafter how it went (`Feedback`). When sampling, each proposed token
+comes with the distribution q it was drawn from; a deterministic proposal (a lookup, a greedy
+draft) leaves q as None and the step treats it as a point mass, q(d) = 1.
+
+How many tokens each drafter may propose this cycle, and when it should stop early, is asked of a
+`Budget`: a fixed K answers the same for every drafter; K = auto answers per drafter from what it
+measured (`spectui.engine.autodraft`).
 """
 
 from __future__ import annotations
@@ -23,20 +28,97 @@ class Proposal:
     dists: list[Dist | None] = field(default_factory=list)
     """q_i, the distribution d_i was drawn from; None for a deterministic proposal."""
     confidences: list[float] = field(default_factory=list)
-    """The proposer's confidence in each token (its top probability; 1.0 when not measured)."""
-    decodes: int = 0
-    """Forward passes the proposer ran (K = auto divides its drafting time by this)."""
+    """The drafter's confidence in each token (its probability estimate; 1.0 when not measured)."""
+    source: str = ""
+    """Which drafter proposed these tokens (`model`, `ngram`, …); empty when nothing was proposed."""
+    work: int = 0
+    """Units of work the drafter did: forward passes for a model, 0 for a free lookup. K = auto
+    learns each drafter's cost per call and per unit from this and the time the call took."""
     caught_up: int = 0
-    """Context tokens the proposer had to read before drafting (2 at most in steady state)."""
+    """Context tokens the drafter had to read before drafting (2 at most in steady state)."""
+
+    def add(self, token: int, dist: Dist | None = None, confidence: float = 1.0) -> None:
+        self.tokens.append(token)
+        self.dists.append(dist)
+        self.confidences.append(confidence)
 
 
-class Proposer(Protocol):
+@dataclass(frozen=True)
+class Feedback:
+    """What the verify pass decided, handed to the drafter that proposed."""
+
+    context: Sequence[int]
+    """The context the proposal followed (it ends with the token the target had not decoded)."""
+    proposal: Proposal
+    accepted: int
+    """How many of the proposed tokens the target accepted (a prefix)."""
+    emitted: Sequence[int]
+    """The accepted tokens, then the target's own token: the context grows by exactly these."""
+    verify_rows: int
+    """Rows of the target's verify pass: [last, d_1..d_n] -> n + 1. Row i scored d_{i+1}; the target
+    keeps rows 0..accepted and a drafter that reads the target (MTP) may read them now, before the
+    next target decode overwrites them."""
+
+
+class Budget(Protocol):
+    """How much each drafter may propose this cycle."""
+
+    def k(self, source: str) -> int:
+        """The most tokens drafter `source` may propose (0: it must not propose)."""
+
+    def p_min(self, source: str) -> float:
+        """Stop drafting once the drafter's confidence in its next token falls below this."""
+
+
+@dataclass(frozen=True)
+class FixedBudget:
+    """The same K for every drafter, and no early stop: what `-k N` asks for."""
+
+    fixed_k: int
+
+    def k(self, source: str) -> int:
+        return self.fixed_k
+
+    def p_min(self, source: str) -> float:
+        return 0.0
+
+
+@dataclass
+class CappedBudget:
+    """Another budget, never more than `cap` tokens (max_tokens left, context room, rollback);
+    it remembers what it gave each drafter this cycle (the cycle's K in the stats)."""
+
+    inner: Budget
+    cap: int
+    given: dict[str, int] = field(default_factory=dict)
+
+    def k(self, source: str) -> int:
+        self.given[source] = max(0, min(self.inner.k(source), self.cap))
+        return self.given[source]
+
+    def p_min(self, source: str) -> float:
+        return self.inner.p_min(source)
+
+
+class Drafter(Protocol):
+    """One way of proposing tokens; each kind lives in its own module of this package."""
+
+    source: str
+    """Short name used in stats, colouring and K = auto (`model`, `ngram`, `suffix`, `mtp`)."""
+    label: str
+    """What the panel and bench call it, e.g. "draft model gemma-3-270m-draft-q4_0.gguf"."""
+    max_k: int
+    """The most tokens it can propose in one cycle (MTP heads chain only so far)."""
+
     def prefill(self, context: Sequence[int]) -> None:
-        """Read a new prompt (so its cost is counted as prompt processing, not decoding)."""
+        """Read a new prompt (so its cost counts as prompt processing, not decoding)."""
 
-    def propose(self, context: Sequence[int], k: int, cfg: SamplingConfig,
-                rng: np.random.Generator, p_min: float) -> Proposal:
-        """Up to `k` tokens to follow `context`; may stop early when unsure (top prob < p_min)."""
+    def propose(self, context: Sequence[int], budget: Budget, cfg: SamplingConfig,
+                rng: np.random.Generator) -> Proposal:
+        """Up to `budget.k(self.source)` tokens to follow `context`."""
+
+    def feedback(self, result: Feedback) -> None:
+        """After the verify pass of a cycle in which this drafter proposed."""
 
     def reset(self) -> None:
         """Forget any cached context."""

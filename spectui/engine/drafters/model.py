@@ -1,4 +1,9 @@
-"""The draft-model drafter: a small GGUF that shares the target's tokenizer proposes tokens."""
+"""The draft-model drafter: a small GGUF that shares the target's tokenizer proposes tokens.
+
+It drafts from its own distribution q (its argmax at T = 0), one forward pass per token, after
+catching up on whatever the context gained since it last ran (normally the last accepted draft
+token and the target's own token: one pass over two tokens).
+"""
 
 from __future__ import annotations
 
@@ -8,59 +13,96 @@ import numpy as np
 
 from spectui.engine import sampling
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import Proposal
+from spectui.engine.drafters.base import Budget, Feedback, Proposal
+from spectui.engine.drafters.spec import BuildContext, DrafterSpec
 from spectui.engine.model import LlamaModel
 from spectui.engine.sampling import Dist
+from spectui.errors import UnsupportedModelError
 
+SOURCE = "model"
 # How llama.cpp's draft measures its confidence when drafting greedily: softmax over its top 10.
 GREEDY_CONFIDENCE = SamplingConfig(temperature=1.0, top_k=10, top_p=1.0, min_p=0.0)
 
 
-class DraftModelProposer:
+class DraftModelDrafter:
     """Proposes tokens from a small draft model's own distribution q."""
+
+    source = SOURCE
+    max_k = 16
 
     def __init__(self, model: LlamaModel) -> None:
         self.model = model
+        self.label = f"draft model {model.path.name}"
 
     def prefill(self, context: Sequence[int]) -> None:
         self.model.sync(context)
 
-    def propose(self, context: Sequence[int], k: int, cfg: SamplingConfig,
-                rng: np.random.Generator, p_min: float) -> Proposal:
-        proposal = Proposal()
-        k = min(k, self.model.room() - 1)
+    def propose(self, context: Sequence[int], budget: Budget, cfg: SamplingConfig,
+                rng: np.random.Generator) -> Proposal:
+        proposal = Proposal(source=SOURCE)
+        k = min(budget.k(SOURCE), self.model.room() - 1)
         if k <= 0:
             return proposal
+        p_min = budget.p_min(SOURCE)
         # Catch up: decode whatever the draft has not seen (at least the last token).
         proposal.caught_up = len(context) - self.model.kept_on_sync(context)
         logits = self.model.sync(context)
-        proposal.decodes = 1
+        proposal.work = 1
         while True:
             token, dist, confidence = self._choose(logits, cfg, rng, p_min)
             if confidence < p_min:
                 break  # unsure: a likely rejection costs more than it saves
-            proposal.tokens.append(token)
-            proposal.dists.append(dist)
-            proposal.confidences.append(confidence)
+            proposal.add(token, dist, confidence)
             if len(proposal.tokens) == k or self.model.is_eog(token):
                 break
             logits = self.model.extend([token])[0]
-            proposal.decodes += 1
+            proposal.work += 1
         return proposal
 
     @staticmethod
     def _choose(logits: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator,
                 p_min: float) -> tuple[int, Dist | None, float]:
+        """The next draft token, the q it came from (None at T = 0), and the draft's confidence.
+
+        Confidence is measured only at T = 0, where it predicts acceptance (the target must pick
+        the same argmax). When sampling, a draft token d ~ q is accepted with min(1, p(d)/q(d)),
+        which a spread-out q says nothing about, so it is 1.0 and K = auto goes by the measured
+        acceptance per position instead.
+        """
         if cfg.greedy:
             confidence = 1.0
             if p_min > 0.0:
                 confidence = sampling.distribution(logits, GREEDY_CONFIDENCE).top_prob()
             return sampling.greedy(logits), None, confidence
         q = sampling.distribution(logits, cfg)
-        return sampling.sample(q, rng), q, q.top_prob()
+        return sampling.sample(q, rng), q, 1.0
+
+    def feedback(self, result: Feedback) -> None:
+        """Nothing to learn: the next `sync` drops the rejected tokens from the draft's cache."""
 
     def reset(self) -> None:
         self.model.reset()
 
     def close(self) -> None:
         self.model.close()
+
+
+def build(spec: DrafterSpec, ctx: BuildContext) -> DraftModelDrafter:
+    """Load the draft GGUF beside the target and check it can propose for it."""
+    from spectui.engine.compat import check_compatible
+
+    assert spec.draft is not None
+    n_gpu_layers = ctx.target_n_gpu_layers if spec.draft_n_gpu_layers is None else spec.draft_n_gpu_layers
+    draft = LlamaModel.load(spec.draft, n_ctx=ctx.n_ctx, n_gpu_layers=n_gpu_layers,
+                            n_threads=ctx.n_threads, progress=ctx.progress)
+    try:
+        check_compatible(ctx.target, draft, target_name=ctx.target.path.name, draft_name=draft.path.name)
+        if not draft.can_roll_back:
+            raise UnsupportedModelError(
+                f"{draft.path.name} is a recurrent/hybrid model whose context cannot be rolled "
+                "back, so it cannot draft; pick another draft or --drafter none"
+            )
+    except BaseException:
+        draft.close()
+        raise
+    return DraftModelDrafter(draft)

@@ -1,0 +1,124 @@
+"""`spectui bench`: speculative vs. plain decoding on the same models, loaded once.
+
+For every prompt the speculation-off baseline (K = 0, the same engine with no drafter work) and the
+speculative loop each generate `--max-tokens` tokens; tokens/sec is total decoded tokens over total
+decode time. `-k 1,2,4,8` sweeps draft lengths: one row (one JSON line) per K. Progress goes to
+stderr so stdout stays clean for `--json`.
+
+`--repeat N` runs the baseline and every K N times, interleaved (baseline, K1, K2, ..., then again),
+and reports medians, with each speedup taken against the baseline of its own round: a shared or
+throttled CPU drifts by tens of percent over minutes, and interleaving keeps that drift out of the
+ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from spectui.bench.report import BenchRow, RunInfo, RunTotals, format_table, make_row
+from spectui.engine.config import AUTO, DraftControl, DraftLength, GenerationConfig, SamplingConfig
+from spectui.engine.events import Finished
+from spectui.engine.generator import Generator
+
+DEFAULT_PROMPTS = (
+    "Write a short story about a lighthouse keeper who finds a message in a bottle.",
+    "Explain how a hash map works, step by step, for a new programmer.",
+    "Write a Python function that returns the n-th Fibonacci number, with a docstring.",
+)
+DEFAULT_MAX_TOKENS = 128
+WARM_UP_TOKENS = 8
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The prompts (as tokens) and how each reply is generated."""
+
+    prompts: list[list[int]]
+    config: GenerationConfig
+    drafter: str | None
+    """The drafter kind to use (None: the generator's default)."""
+
+
+def workload(gen: Generator, texts: Sequence[str], config: GenerationConfig, drafter: str | None) -> Workload:
+    """Each prompt as one user turn in the model's chat template, with its stop strings."""
+    from dataclasses import replace
+
+    from spectui.chat.template import ChatFormat, ChatMessage
+
+    fmt = ChatFormat.from_model(gen.target)
+    prompts = [fmt.prompt_tokens(gen.target, [ChatMessage("user", text)]) for text in texts]
+    return Workload(prompts, replace(config, stop=(*config.stop, *fmt.stop_strings)), drafter)
+
+
+def run_all(gen: Generator, work: Workload, k: DraftLength, config: GenerationConfig | None = None) -> RunTotals:
+    stats, outputs = [], []
+    for i, prompt in enumerate(work.prompts):
+        gen.reset()  # every run reads its prompt from scratch: same work for each K
+        control = DraftControl(k, drafter=work.drafter)
+        events = gen.generate(prompt, config or work.config, control)
+        final = next(e for e in events if isinstance(e, Finished))
+        if final.reason == "context":
+            print(f"  prompt {i + 1}: {final.message}", file=sys.stderr)
+        stats.append(final.stats)
+        outputs.append(final.tokens)
+    return RunTotals.of(stats, outputs)
+
+
+def measure(gen: Generator, work: Workload, ks: list[DraftLength], repeat: int) -> dict[DraftLength, tuple]:
+    """Interleaved rounds: baseline, then every K; returns K -> (baselines, speculative runs)."""
+    warm = GenerationConfig(max_tokens=WARM_UP_TOKENS, stop=work.config.stop, sampling=work.config.sampling)
+    run_all(gen, Workload(work.prompts[:1], warm, work.drafter), AUTO)  # first touch of every model
+    bases: list[RunTotals] = []
+    specs: dict[DraftLength, list[RunTotals]] = {k: [] for k in ks}
+    for round_no in range(1, repeat + 1):
+        of = f" (round {round_no}/{repeat})" if repeat > 1 else ""
+        print(f"baseline (K=0) on {len(work.prompts)} prompt(s){of} ...", file=sys.stderr)
+        bases.append(run_all(gen, work, 0))
+        for k in ks:
+            print(f"speculative K={k}{of} ...", file=sys.stderr)
+            specs[k].append(run_all(gen, work, k))
+    return {k: (bases, specs[k]) for k in ks}
+
+
+def bench_command(args: argparse.Namespace) -> int:
+    from spectui.engine.generator import load_generator
+    from spectui.session import memory
+    from spectui.session.options import models_from_args
+
+    choice = models_from_args(args)
+    plan = memory.plan_run(choice.target, choice.drafter, args.ctx, args.n_gpu_layers)
+    for warning in plan.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    label = f"{choice.target.name} + {choice.drafter.draft.name}" if choice.drafter.draft else choice.target.name
+    print(f"loading {label} ...", file=sys.stderr)
+    gen = load_generator(choice.target, plan.apply(choice.drafter), n_ctx=args.ctx,
+                         n_gpu_layers=plan.n_gpu_layers, n_threads=args.threads)
+    try:
+        for note in gen.notes:
+            print(f"note: {note}", file=sys.stderr)
+        rows = run_bench(gen, args, choice)
+    finally:
+        gen.close()
+    if args.json:
+        for row in rows:
+            print(json.dumps(asdict(row)), flush=True)
+    else:
+        print(format_table(rows))
+    return 0
+
+
+def run_bench(gen: Generator, args: argparse.Namespace, choice) -> list[BenchRow]:
+    ks: list[DraftLength] = args.draft_length or [AUTO]
+    config = GenerationConfig(
+        max_tokens=args.max_tokens or DEFAULT_MAX_TOKENS,
+        sampling=SamplingConfig(temperature=args.temperature, seed=0 if args.seed is None else args.seed),
+    )
+    kind = None if choice.drafter.kind == "auto" else choice.drafter.kind
+    work = workload(gen, args.prompt or DEFAULT_PROMPTS, config, kind)
+    info = RunInfo(choice.target, choice.drafter.draft, kind or gen.default_kind, gen.label(kind))
+    results = measure(gen, work, ks, args.repeat)
+    return [make_row(k, config, bases, specs, info) for k, (bases, specs) in results.items()]

@@ -1,0 +1,155 @@
+"""`spectui bench`'s results: one row per K (medians over rounds), as a table or JSON lines."""
+
+from __future__ import annotations
+
+import resource
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import median
+
+from spectui.engine.config import DraftLength, GenerationConfig
+from spectui.engine.events import GenerationStats, SourceTotals
+
+
+@dataclass(frozen=True)
+class RunTotals:
+    """Decode totals over all prompts for one K in one round."""
+
+    tokens: int
+    seconds: float
+    drafted: int
+    accepted: int
+    passes: int
+    outputs: tuple[tuple[int, ...], ...]
+    prompt_tokens: int
+    prompt_seconds: float
+    by_source: dict[str, SourceTotals] = field(default_factory=dict)
+
+    @property
+    def tps(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+    @classmethod
+    def of(cls, stats: list[GenerationStats], outputs: list[tuple[int, ...]]) -> RunTotals:
+        by_source: dict[str, SourceTotals] = {}
+        for s in stats:
+            for source, totals in s.by_source.items():
+                mine = by_source.setdefault(source, SourceTotals())
+                mine.proposed += totals.proposed
+                mine.accepted += totals.accepted
+                mine.cycles += totals.cycles
+        return cls(
+            tokens=sum(s.decode_tokens for s in stats), seconds=sum(s.decode_seconds for s in stats),
+            drafted=sum(s.drafted for s in stats), accepted=sum(s.accepted for s in stats),
+            passes=sum(s.target_passes for s in stats), outputs=tuple(outputs),
+            prompt_tokens=sum(s.prompt_tokens for s in stats),
+            prompt_seconds=sum(s.prompt_seconds for s in stats), by_source=by_source,
+        )
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    """One K's result; the keys of `--json`."""
+
+    k: int | str
+    temperature: float
+    max_tokens: int
+    prompts: int
+    baseline_tps: float
+    speculative_tps: float
+    speedup: float
+    acceptance_rate: float
+    mean_accepted: float
+    identical: bool | None
+    """Outputs equal token for token (only meaningful at temperature 0; null otherwise)."""
+    prompt_tps: float
+    repeats: int
+    peak_rss_mb: float
+    target: str
+    draft: str | None
+    drafter: str
+    """The drafter kind that proposed (`model`, `model+ngram`, …; `none` when none ran)."""
+    drafter_label: str
+    by_drafter: dict[str, dict[str, float]]
+    """Per drafter that proposed: proposed and accepted tokens, acceptance (a combination lists
+    each member)."""
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MiB.
+
+    Linux's VmHWM belongs to this process image; getrusage's ru_maxrss would also count a parent's
+    peak from before exec (a benchmark script that spawned us), so it is only the fallback.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What every row repeats: the files and the drafter."""
+
+    target: Path
+    draft: Path | None
+    drafter: str
+    drafter_label: str
+
+
+def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], specs: list[RunTotals],
+             info: RunInfo) -> BenchRow:
+    """One K's row: medians over the rounds; each round's speedup against its own baseline."""
+    greedy = config.sampling.greedy
+    drafted, accepted = sum(s.drafted for s in specs), sum(s.accepted for s in specs)
+    tokens, passes = sum(s.tokens for s in specs), sum(s.passes for s in specs)
+    prompt_tokens, prompt_seconds = sum(s.prompt_tokens for s in specs), sum(s.prompt_seconds for s in specs)
+    return BenchRow(
+        k=k,
+        temperature=config.sampling.temperature,
+        max_tokens=config.max_tokens,
+        prompts=len(bases[0].outputs),
+        baseline_tps=round(median(b.tps for b in bases), 2),
+        speculative_tps=round(median(s.tps for s in specs), 2),
+        speedup=round(median(ratios(bases, specs)), 3),
+        acceptance_rate=round(accepted / drafted, 4) if drafted else 0.0,
+        mean_accepted=round(tokens / passes, 3) if passes else 0.0,
+        identical=all(s.outputs == b.outputs for s, b in zip(specs, bases, strict=True)) if greedy else None,
+        prompt_tps=round(prompt_tokens / prompt_seconds, 1) if prompt_seconds else 0.0,
+        repeats=len(specs),
+        peak_rss_mb=round(peak_rss_mb(), 1),
+        target=str(info.target),
+        draft=str(info.draft) if info.draft else None,
+        drafter=info.drafter,
+        drafter_label=info.drafter_label,
+        by_drafter=_by_drafter(specs),
+    )
+
+
+def ratios(bases: list[RunTotals], specs: list[RunTotals]) -> list[float]:
+    """Each round's speculative speed over the baseline of the same round."""
+    return [s.tps / b.tps for s, b in zip(specs, bases, strict=True) if b.tps]
+
+
+def _by_drafter(specs: list[RunTotals]) -> dict[str, dict[str, float]]:
+    merged: dict[str, SourceTotals] = {}
+    for spec in specs:
+        for source, totals in spec.by_source.items():
+            mine = merged.setdefault(source, SourceTotals())
+            mine.proposed += totals.proposed
+            mine.accepted += totals.accepted
+    return {source: {"proposed": t.proposed, "accepted": t.accepted,
+                     "acceptance_rate": round(t.acceptance_rate, 4)} for source, t in merged.items()}
+
+
+def format_table(rows: list[BenchRow]) -> str:
+    lines = [f"{'K':>5} {'baseline tok/s':>15} {'spec tok/s':>11} {'speedup':>8} {'accept':>7} "
+             f"{'mean acc.':>9} {'identical':>9}"]
+    for r in rows:
+        identical = "-" if r.identical is None else ("yes" if r.identical else "NO")
+        lines.append(f"{r.k!s:>5} {r.baseline_tps:>15.1f} {r.speculative_tps:>11.1f} {r.speedup:>7.2f}x "
+                     f"{r.acceptance_rate:>7.1%} {r.mean_accepted:>9.2f} {identical:>9}")
+    return "\n".join(lines)

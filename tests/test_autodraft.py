@@ -1,0 +1,109 @@
+"""K = auto on synthetic cycles: per-drafter acceptance and cost, probes, early stop, and a free
+drafter (a lookup) priced as well as a draft model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from spectui.engine.autodraft import FIRST_GUESS_K, PROBE_K, AutoDraft
+from spectui.engine.drafters.base import Proposal
+from spectui.engine.speculative import StepResult
+
+MODEL = "model"
+
+
+def step(drafted: int, accepted: int, draft_s: float, verify_s: float, work: int,
+         caught_up: int = 1, source: str = MODEL, confidence: float = 0.8) -> StepResult:
+    proposal = Proposal(list(range(drafted)), [None] * drafted, [confidence] * drafted, source, work, caught_up)
+    return StepResult(list(range(accepted + 1)), proposal, accepted, draft_s, verify_s)
+
+
+def feed_cycles(auto: AutoDraft, accept_rate: float, draft_s: float, verify_s: float, n: int = 40,
+                source: str = MODEL, work_per_token: int = 1, call_s: float = 0.0) -> None:
+    """Cycles whose token i is accepted with `accept_rate` (given the ones before it were)."""
+    rng = np.random.default_rng(0)
+    for _ in range(n):
+        k = max(auto.k(source), 1)
+        accepted = 0
+        while accepted < k and rng.random() < accept_rate:
+            accepted += 1
+        auto.observe(step(k, accepted, call_s + draft_s * k, verify_s * (1 + 0.1 * k),
+                          work=work_per_token * k, source=source))
+
+
+def test_nothing_measured_gives_the_first_guess():
+    auto = AutoDraft()
+    assert auto.k(MODEL) == FIRST_GUESS_K
+
+
+def test_auto_drafts_long_when_the_draft_is_cheap_and_right():
+    auto = AutoDraft()
+    feed_cycles(auto, accept_rate=0.95, draft_s=0.002, verify_s=0.03)
+    assert auto.k(MODEL) >= 6
+    assert auto.expected_speedup(MODEL, auto.k(MODEL)) > 2
+
+
+def test_auto_turns_speculation_off_when_it_cannot_pay_and_probes_later():
+    auto = AutoDraft()
+    feed_cycles(auto, accept_rate=0.2, draft_s=0.02, verify_s=0.03)
+    choices = [auto.k(MODEL) for _ in range(16)]
+    assert choices.count(0) >= 12  # mostly off
+    assert any(k > 0 for k in choices)  # but it probes, so it can come back
+
+
+def test_a_free_drafter_is_priced_and_drafts_as_far_as_acceptance_pays():
+    """A lookup does no forward passes (work 0): its cost is a tiny per-call time, and K = auto
+    must still learn it rather than sit at its first guess."""
+    auto = AutoDraft()
+    feed_cycles(auto, accept_rate=0.9, draft_s=0.0, verify_s=0.03, source="ngram", work_per_token=0,
+                call_s=0.00005)
+    c_call, c_unit = auto.of("ngram").cost.coefficients()
+    assert c_call == pytest.approx(0.00005, rel=0.05) and c_unit == 0.0
+    assert auto.k("ngram") > FIRST_GUESS_K
+
+
+def test_each_drafter_of_a_combination_has_its_own_figures():
+    auto = AutoDraft()
+    feed_cycles(auto, accept_rate=0.95, draft_s=0.0, verify_s=0.03, source="ngram", work_per_token=0,
+                call_s=0.00005)
+    feed_cycles(auto, accept_rate=0.3, draft_s=0.015, verify_s=0.03, source=MODEL)
+    assert auto.of("ngram").acceptance > 0.8 > 0.45 > auto.of(MODEL).acceptance
+    assert auto.k("ngram") > auto.k(MODEL)
+
+
+def test_acceptance_is_measured_per_position():
+    """A drafter whose first token is always right and the rest never: position 1 near 1, 2 near 0."""
+    auto = AutoDraft()
+    for _ in range(40):
+        auto.observe(step(4, 1, 0.004, 0.03, work=4))
+    figures = auto.of(MODEL)
+    assert figures.position_acceptance(0) > 0.9
+    assert figures.position_acceptance(1) < 0.2
+    assert auto.k(MODEL) == 1
+
+
+def test_auto_p_min_follows_the_measured_cost_of_one_more_draft_token():
+    cheap, dear = AutoDraft(), AutoDraft()
+    feed_cycles(cheap, accept_rate=0.9, draft_s=0.002, verify_s=0.03)
+    feed_cycles(dear, accept_rate=0.9, draft_s=0.025, verify_s=0.03)
+    assert cheap.p_min(MODEL) < 0.3 < 0.6 < dear.p_min(MODEL) <= 0.95
+
+
+def test_a_draft_cut_short_is_not_charged_as_a_dearer_token():
+    auto = AutoDraft()
+    for _ in range(20):  # one token drafted, but two passes ran (the second found it unsure)
+        auto.observe(step(1, 1, draft_s=0.02, verify_s=0.03, work=2))
+        auto.observe(step(0, 0, draft_s=0.05, verify_s=0.02, work=1, caught_up=9))  # a catch-up pass
+    assert auto.p_min(MODEL) == pytest.approx(0.01 / auto.verify_cost(1) / auto.of(MODEL).calibration)
+
+
+def test_a_probe_drafts_whatever_the_confidence():
+    auto = AutoDraft()
+    feed_cycles(auto, accept_rate=0.2, draft_s=0.02, verify_s=0.03)
+    probes = []
+    for _ in range(16):
+        k = auto.k(MODEL)
+        probes.append((k, auto.p_min(MODEL)))
+    assert (PROBE_K, 0.0) in probes
+    assert all(p > 0 for k, p in probes if k == 0)
