@@ -171,6 +171,15 @@ def test_min_token_prob_stops_at_an_uncertain_branch() -> None:
     assert draft.probs == pytest.approx([1.0, 1 / 3])
 
 
+def test_a_sequence_that_ended_after_the_match_counts_against_its_continuations() -> None:
+    index = SuffixIndex()
+    index.add([5, 1, 2, 3])  # the reply ended after "1 2 3"
+    index.add([6, 1, 2, 3, 9])
+    assert index.speculate([1, 2, 3], 1, min_token_prob=0.6).tokens == []
+    draft = index.speculate([1, 2, 3], 1, min_token_prob=0.5)
+    assert (draft.tokens, draft.probs) == ([9], [0.5])
+
+
 def test_ties_go_to_the_most_recent_occurrence() -> None:
     index = SuffixIndex()
     index.add([1, 2, 3, 7])
