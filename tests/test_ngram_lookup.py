@@ -67,7 +67,7 @@ def test_nothing_for_an_empty_or_unseen_context() -> None:
 
 def test_at_most_k_tokens_and_a_loop_continues_past_the_end() -> None:
     lookup = PromptLookup(min_ngram=2, max_ngram=3)
-    assert lookup.propose(list(range(100, 120)) + [100, 101], 5)[0] == [102, 103, 104, 105, 106]
+    assert lookup.propose([*range(100, 120), 100, 101], 5)[0] == [102, 103, 104, 105, 106]
     tokens, _ = lookup.propose([9, 4, 5, 6, 4, 5], 7)  # "4 5" -> "6 4 5" then the loop goes on
     assert tokens == [6, 4, 5, 6, 4, 5, 6]
 

@@ -312,6 +312,26 @@ def test_adding_a_key_again_replaces_that_sequence() -> None:
     history.index.check()
 
 
+def test_re_adding_the_newest_chat_equals_adding_it_once() -> None:
+    rng = random.Random(12)
+    older = [random_text(rng, 300, 8) for _ in range(3)]
+    chat = random_text(rng, 200, 8)
+    grown = SuffixIndex()
+    for i, text in enumerate(older):
+        grown.add(text, key=i)
+    for end in (50, 120, 200):  # the open chat, re-added after each reply
+        grown.add(chat[:end], key="open")
+    once = SuffixIndex()
+    for i, text in enumerate(older):
+        once.add(text, key=i)
+    once.add(chat, key="open")
+    assert grown.index.tokens == once.index.tokens
+    grown.index.check()
+    for _ in range(50):
+        context = random_text(rng, 20, 8)
+        assert grown.speculate(context, 6, 2.0) == once.speculate(context, 6, 2.0)
+
+
 def test_rollback_and_a_changed_context_give_what_a_fresh_cache_gives() -> None:
     rng = random.Random(9)
     for _ in range(25):

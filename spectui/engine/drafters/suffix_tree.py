@@ -27,6 +27,7 @@ loop the model is in (A B A B ...) is proposed for the full length.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -150,7 +151,8 @@ class SuffixIndex:
     Sequences are stored back to back, each closed by SENTINEL. Adding one that does not fit
     evicts the oldest until the live tokens fit in `budget_tokens` less a 10 % slack (so the
     next few additions do not rebuild again), then rebuilds the arrays from what is left.
-    Re-adding a key replaces its sequence (a chat that grew since it was last added).
+    Re-adding a key replaces its sequence (a chat that grew since it was last added): a
+    truncation when it is the newest one, else a rebuild.
     """
 
     def __init__(self, budget_tokens: int = 200_000, key_lengths: Sequence[int] = KEY_LENGTHS) -> None:
@@ -180,7 +182,12 @@ class SuffixIndex:
             return
         if key is None:
             key = ("anonymous", next(self._anonymous))
-        must_rebuild = self._spans.pop(key, None) is not None
+        old = self._spans.pop(key, None)
+        must_rebuild = False
+        if old is not None and old[0] + old[1] + 1 == len(self.index):
+            self.index.truncate(old[0])  # the newest sequence grew (a chat re-added): cheap
+        elif old is not None:
+            must_rebuild = True
         if len(self.index) + new.size + 1 > self.budget_tokens:
             target = int(self.budget_tokens * 0.9) - new.size - 1
             while self._spans and self._live_tokens() > target:
@@ -236,6 +243,7 @@ class SuffixCache:
     after verification, and `add_history(tokens, key)` for past chats (at start, oldest first)
     and for a finished conversation. The local index follows `context` as it grows, shrinks or
     changes (a common-prefix check per call); the history index is bounded by its token budget.
+    A lock lets the UI thread add history while the generation thread proposes.
     """
 
     def __init__(self, *, max_depth: int = MAX_DEPTH, max_spec_factor: float = 1.0,
@@ -252,6 +260,7 @@ class SuffixCache:
         self.history = SuffixIndex(history_budget_tokens, key_lengths)
         self.stats = SuffixStats()
         self._last: SuffixDraft | None = None
+        self._lock = threading.Lock()
 
     @property
     def nbytes(self) -> int:
@@ -260,18 +269,20 @@ class SuffixCache:
 
     def add_history(self, tokens: Sequence[int] | np.ndarray, key: Hashable | None = None) -> None:
         """Remember a past chat (or reply); the same `key` again replaces it."""
-        self.history.add(tokens, key)
+        with self._lock:
+            self.history.add(tokens, key)
 
     def speculate(self, context: Sequence[int] | np.ndarray, max_tokens: int,
                   max_spec_factor: float = 1.0, max_spec_offset: float = 0.0,
                   min_token_prob: float = 0.1) -> SuffixDraft:
         """The better-scored of the local and the history draft (the local one on a tie)."""
-        tokens = self.local.sync(context)
         limits = SpecLimits(max_tokens, max_spec_factor, max_spec_offset, min_token_prob,
                             self.limits.max_depth, self.limits.max_candidates)
-        local = speculate_in(self.local, tokens, limits, open_end=True)
+        with self._lock:
+            tokens = self.local.sync(context)
+            local = speculate_in(self.local, tokens, limits, open_end=True)
+            past = speculate_in(self.history.index, tokens, limits)
         local.source = "local" if local.tokens else ""
-        past = speculate_in(self.history.index, tokens, limits)
         past.source = "history" if past.tokens else ""
         return local if local.score >= past.score else past
 
@@ -295,5 +306,6 @@ class SuffixCache:
 
     def reset(self) -> None:
         """Forget the conversation (the history stays)."""
-        self.local.replace([])
-        self._last = None
+        with self._lock:
+            self.local.replace([])
+            self._last = None
