@@ -1,15 +1,16 @@
 """Cost and memory of the draftless drafters (suffix decoding, prompt lookup) on synthetic chats.
 
-    python scripts/bench_suffix.py [--context 8192] [--history 200000] [--cycles 400] [--k 8]
+    python scripts/bench_suffix.py [--context 8192] [--history 200000] [--reply 2000] [--k 8]
 
 A synthetic corpus stands in for tokenised chats: Zipf-distributed words of 1-3 tokens from a
-32k vocabulary, where a quarter of the text copies an earlier stretch of the same chat with a few
+32k vocabulary, where about 40 % of the text copies an earlier stretch of the same chat with a few
 edits (the code-pasted-back-edited case). It measures:
   1. building the history index from `--history` tokens of past chats (add_history, one per chat),
      and its memory with tracemalloc (bytes per stored token);
   2. reading an 8k-token conversation into the local index (the first propose of a chat);
-  3. steady state, per speculative cycle: the context grows by 1..k+1 tokens (accepted draft +
-     bonus), then one propose() of k tokens (SuffixCache, then PromptLookup): median / p90 / p99;
+  3. steady state, per speculative cycle: the context grows by the accepted draft + 1 token,
+     then one propose() of k tokens (SuffixCache, then PromptLookup): median / p90 / p99, and
+     the acceptance an oracle target (the synthetic reply itself) gives each drafter;
   4. a rollback: the context shrinks by 300 tokens and grows again.
 Wall-clock figures depend on the machine and its load; counts and bytes do not.
 """
@@ -69,7 +70,7 @@ def measure_history(rng: random.Random, words: list[list[int]], total: int) -> S
 
 
 def measure_cycles(name: str, drafter: SuffixCache | PromptLookup, context: list[int],
-                   reply: list[int], k: int, rng: random.Random) -> None:
+                   reply: list[int], k: int) -> None:
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     started = time.perf_counter()
@@ -80,11 +81,10 @@ def measure_cycles(name: str, drafter: SuffixCache | PromptLookup, context: list
     print(f"{name}: first propose at {len(context)} tokens {first * 1e3:.1f} ms, "
           f"local index {held / len(context):.1f} bytes/token (tracemalloc)")
     index = drafter.local if isinstance(drafter, SuffixCache) else drafter.index
-    costs, syncs, proposed, hits = [], [], 0, 0
-    i = 0
+    costs, syncs, proposed, accepted_total = [], [], 0, 0
+    i, step = 0, 1
     while i < len(reply):
-        step = rng.randrange(1, k + 2)
-        context.extend(reply[i:i + step])
+        context.extend(reply[i:i + step])  # the accepted tokens and the target's own one
         i += step
         started = time.perf_counter()
         index.sync(context)  # the appends alone (propose's own sync then finds nothing new)
@@ -92,12 +92,17 @@ def measure_cycles(name: str, drafter: SuffixCache | PromptLookup, context: list
         tokens, _ = drafter.propose(context, k)
         costs.append(time.perf_counter() - started)
         syncs.append(synced - started)
+        # an oracle target: it accepts the proposal as far as it agrees with the real reply
+        accepted = next((j for j, t in enumerate(tokens) if reply[i + j:i + j + 1] != [t]), len(tokens))
+        drafter.observe(accepted)
         proposed += len(tokens)
-        hits += bool(tokens)
-        drafter.observe(rng.randrange(len(tokens) + 1))
-    print(f"  per cycle (append 1..{k + 1} tokens + propose {k}): {summary(costs)} "
-          f"over {len(costs)} cycles; {hits} proposals, {proposed} tokens")
+        accepted_total += accepted
+        step = accepted + 1
+    print(f"  per cycle (append accepted + 1 tokens, propose {k}): {summary(costs)} "
+          f"over {len(costs)} cycles")
     print(f"    of which appending the new tokens: {summary(syncs)}")
+    print(f"    oracle acceptance: {accepted_total}/{proposed} proposed tokens, "
+          f"{len(reply) / len(costs):.2f} tokens per cycle")
     started = time.perf_counter()
     drafter.propose(context[:-300], k)
     drafter.propose(context, k)
@@ -115,19 +120,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--context", type=int, default=8192)
     parser.add_argument("--history", type=int, default=200_000)
-    parser.add_argument("--cycles", type=int, default=400)
+    parser.add_argument("--reply", type=int, default=2000, help="the last N context tokens are generated")
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
     words = vocabulary(rng)
     cache = measure_history(rng, words, args.history)
-    conversation = synthetic_chat(rng, args.context + args.cycles * (args.k + 2) // 2 + 10, words)
-    reply_at = args.context - args.cycles * (args.k + 2) // 2
-    measure_cycles("suffix", cache, conversation[:reply_at], conversation[reply_at:args.context],
-                   args.k, random.Random(1))
-    measure_cycles("ngram", PromptLookup(), conversation[:reply_at], conversation[reply_at:args.context],
-                   args.k, random.Random(1))
+    conversation = synthetic_chat(rng, args.context, words)
+    prompt, reply = conversation[:-args.reply], conversation[-args.reply:]
+    measure_cycles("suffix", cache, list(prompt), reply, args.k)
+    measure_cycles("ngram", PromptLookup(), list(prompt), reply, args.k)
 
 
 if __name__ == "__main__":

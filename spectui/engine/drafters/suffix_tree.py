@@ -62,11 +62,16 @@ class SpecLimits:
     """How long and how unsure a draft may get."""
 
     max_tokens: int
+    """At most this many tokens (the K of the cycle)."""
     max_spec_factor: float = 1.0
+    """At most max_spec_factor x match length + max_spec_offset tokens."""
     max_spec_offset: float = 0.0
     min_token_prob: float = 0.1
+    """Stop before a token whose cumulative probability estimate would fall below this."""
     max_depth: int = MAX_DEPTH
+    """The longest context suffix matched (the tree depth of arctic-inference)."""
     max_candidates: int = MAX_CANDIDATES
+    """Occurrences of a key looked at, most recent first (the recency window of the counts)."""
 
     def cap(self, match_length: int) -> int:
         """The longest draft a match of this length may propose."""

@@ -98,7 +98,7 @@ class TokenIndex:
         start = len(self.tokens)
         self.tokens.frombytes(new.tobytes())
         if len(self.tokens) > (1 << self._bits):
-            self._bits = max(_MIN_BITS, (len(self.tokens) - 1).bit_length())
+            self._bits = (len(self.tokens) - 1).bit_length()
             self._relink_all()
         else:
             self._link_range(start)
@@ -135,7 +135,7 @@ class TokenIndex:
         """Positions that follow an earlier occurrence of `key`, most recent first (at most `limit`).
 
         `len(key)` must be one of `key_lengths`. `max_steps` bounds the chain walk (hash collisions
-        and dead entries included); by default 4 x limit.
+        included); by default 4 x limit.
         """
         h = len(key)
         level = self.key_lengths.index(h)
