@@ -358,6 +358,17 @@ def test_rollback_and_a_changed_context_give_what_a_fresh_cache_gives() -> None:
         cache.local.check()
 
 
+def test_prefill_reads_the_prompt_and_reset_forgets_it_but_not_the_history() -> None:
+    cache = SuffixCache()
+    cache.add_history([1, 2, 3, 4])
+    cache.prefill([5, 6, 7, 5, 6])
+    assert cache.local.tokens.tolist() == [5, 6, 7, 5, 6]
+    assert cache.propose([5, 6, 7, 5, 6], 1) == ([7], [1.0])
+    cache.reset()
+    assert len(cache.local) == 0
+    assert cache.propose([9, 1, 2, 3], 1) == ([4], [1.0])
+
+
 def test_observe_counts_what_was_kept_per_source() -> None:
     cache = SuffixCache(max_spec_factor=4.0)
     cache.add_history([5, 6, 7, 8, 9, 10])

@@ -95,6 +95,10 @@ class PromptLookup:
         """Bytes held by the index arrays plus the list mirror's pointers."""
         return self.index.nbytes + 8 * len(self.index.history)
 
+    def prefill(self, context: Sequence[int] | np.ndarray) -> None:
+        """Read a new prompt into the index now (the first propose then only looks up)."""
+        self.index.sync(context)
+
     def lookup(self, context: Sequence[int] | np.ndarray, k: int) -> LookupMatch | None:
         """The continuation of the most recent earlier occurrence of the longest matching n-gram."""
         history = self.index.sync(context)

@@ -277,6 +277,11 @@ class SuffixCache:
         with self._lock:
             self.history.add(tokens, key)
 
+    def prefill(self, context: Sequence[int] | np.ndarray) -> None:
+        """Read a new prompt into the local index now (the first propose then only matches)."""
+        with self._lock:
+            self.local.sync(context)
+
     def speculate(self, context: Sequence[int] | np.ndarray, max_tokens: int,
                   max_spec_factor: float = 1.0, max_spec_offset: float = 0.0,
                   min_token_prob: float = 0.1) -> SuffixDraft:
