@@ -164,7 +164,12 @@ def resolve_models(args: argparse.Namespace) -> tuple[Path, Path]:
     from spectui.catalog import resolve_pair
 
     pair = resolve_pair(args.pair)
-    return pair.target, pair.draft
+    if pair.draft_model is None:
+        from spectui.errors import SpectuiError
+
+        raise SpectuiError(f"pair {pair.name} drafts with MTP, which bench cannot run yet; "
+                           "bench a pair with a draft model, or pass --target and --draft")
+    return pair.target, pair.draft_model
 
 
 def bench_command(args: argparse.Namespace) -> int:

@@ -62,7 +62,7 @@ def options_from_args(args: argparse.Namespace) -> ChatOptions:
         from spectui.catalog import resolve_pair
 
         pair = resolve_pair(args.pair)
-        target, draft, name = pair.target, pair.draft, pair.name
+        target, draft, name = pair.target, pair.draft_model, pair.name
         k = pair.recommended_k if k is None else k
     return ChatOptions(
         pair_name=name, target=target, draft=draft, k=AUTO if k is None else k,
