@@ -3,10 +3,12 @@
 The names are llama.cpp's `general.architecture` strings (`LLM_ARCH_NAMES` in
 `src/llama-arch.cpp`), copied from the llama.cpp vendored in llama-cpp-python 0.3.36:
 
-- `RECURRENT_ARCHS`: `llm_arch_is_recurrent` (recurrent layers only, no attention cache);
-- `HYBRID_ARCHS`: `llm_arch_is_hybrid` (recurrent or convolution layers beside attention);
-- `ROLLBACK_ARCHS`: `llm_arch_supports_rs_rollback` (a context created with `n_rs_seq > 0` keeps
-  recurrent-state snapshots, so `llama_memory_seq_rm` can undo the last few decoded tokens).
+- `RECURRENT_ARCHS`: `llm_arch_is_recurrent` (llama-arch.cpp:1071): recurrent layers only;
+- `HYBRID_ARCHS`: `llm_arch_is_hybrid` (llama-arch.cpp:1085): recurrent or convolution layers
+  beside attention layers;
+- `ROLLBACK_ARCHS`: `llm_arch_supports_rs_rollback` (llama-arch.cpp:1123): a context created
+  with `n_rs_seq > 0` keeps recurrent-state snapshots, so `llama_memory_seq_rm` can undo the
+  last few decoded tokens; other archs clamp `n_rs_seq` to 0.
 
 Every other architecture keeps only an attention KV cache, which rolls back freely.
 """
@@ -30,6 +32,13 @@ ROLLBACK_ARCHS: frozenset[str] = frozenset({
     "nemotron_h_moe", "lfm2", "lfm2moe", "bailingmoe3",
 })
 
+# MTP assistant drafters: a separate small GGUF that reads the target's own KV cache
+# (`ctx_other`, src/llama-context.cpp:147; shared layers, src/llama-model.cpp:2809), keyed by its
+# architecture, with the target architectures it can draft for.
+MTP_ASSISTANT_ARCHS: dict[str, frozenset[str]] = {
+    "gemma4-assistant": frozenset({"gemma4"}),
+}
+
 Rollback = Literal["kv", "snapshots", "none"]
 
 
@@ -48,11 +57,3 @@ def rollback_kind(arch: str) -> Rollback:
     if not has_recurrent_state(arch):
         return "kv"
     return "snapshots" if arch in ROLLBACK_ARCHS else "none"
-
-
-# MTP assistant drafters: a separate small GGUF that reads the target's own KV cache
-# (`ctx_other`, src/llama-context.cpp:147; shared layers, src/llama-model.cpp:2809), keyed by its
-# architecture, with the target architectures it can draft for.
-MTP_ASSISTANT_ARCHS: dict[str, frozenset[str]] = {
-    "gemma4-assistant": frozenset({"gemma4"}),
-}
