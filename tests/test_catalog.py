@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import tomllib
 from pathlib import Path
 
@@ -46,16 +48,20 @@ def test_shipped_catalog_validates_with_plausible_gguf_names() -> None:
     hub_pairs = {name: e for name, e in catalog.pairs.items() if e.source == "hub"}
     assert len(hub_pairs) >= 9
     for name, entry in hub_pairs.items():
-        for model in (entry.target, entry.draft):
-            assert model is not None
+        assert entry.target is not None and (entry.draft is not None or entry.drafter == "mtp")
+        for model in filter(None, (entry.target, entry.draft)):
             assert all(f.endswith(".gguf") and "/" not in f for f in model.files), name
+            assert not any(f.lower().startswith("mmproj") for f in model.files), name
             assert model.files == split_parts(model.files[0]), name
             assert entry.description and entry.size_gb > 0.1
 
 
 def test_shipped_catalog_has_the_families_the_issue_asks_for() -> None:
     pairs = load_catalog(user=Path("/nonexistent/models.toml"))
-    repos = {n: (p.entry.target.repo, p.entry.draft.repo) for n, p in pairs.items() if p.entry.target}
+    repos = {
+        n: (p.entry.target.repo, p.entry.draft.repo if p.entry.draft else None)
+        for n, p in pairs.items() if p.entry.target
+    }
     assert repos["qwen2.5-7b"] == ("Qwen/Qwen2.5-7B-Instruct-GGUF", "Qwen/Qwen2.5-0.5B-Instruct-GGUF")
     assert "14B" in repos["qwen2.5-14b"][0] and "0.5B" in repos["qwen2.5-14b"][1]
     assert "Coder-7B" in repos["qwen2.5-coder-7b"][0] and "Coder-0.5B" in repos["qwen2.5-coder-7b"][1]
@@ -71,14 +77,85 @@ def test_shipped_catalog_has_the_families_the_issue_asks_for() -> None:
 
 
 def test_no_shipped_pair_mixes_tokenizer_generations() -> None:
+    generations = {  # checked in this order: Qwen3.5 and Qwen3.6 share one 248320-token vocabulary
+        "qwen2.5": "qwen2.5", "qwen3.5": "qwen3.5", "qwen3.6": "qwen3.5", "qwen3": "qwen3",
+        "llama-3": "llama-3", "gemma-3": "gemma-3", "gemma-4": "gemma-4", "lfm2": "lfm2",
+    }
+
     def generation(repo: str) -> str:
-        lowered = repo.lower()
-        return next(g for g in ("qwen2.5", "qwen3", "llama-3", "gemma-3") if g in lowered.replace(
-            "meta-llama-3", "llama-3"))
+        lowered = repo.lower().replace("meta-llama-3", "llama-3")
+        return next(g for key, g in generations.items() if key in lowered)
 
     for name, item in load_catalog(user=Path("/nonexistent")).items():
-        if item.entry.target is not None:
-            assert generation(item.entry.target.repo) == generation(item.entry.draft.repo), name
+        entry = item.entry
+        if entry.target is not None and entry.draft is not None:
+            assert generation(entry.target.repo) == generation(entry.draft.repo), name
+
+
+NEW_IN_2026 = [
+    "qwen3.6-27b", "qwen3.6-35b-a3b", "qwen3.5-9b", "qwen3.5-27b", "qwen3.6-27b-mtp",
+    "qwen3.6-35b-a3b-mtp", "gemma4-31b", "gemma4-26b-a4b", "gemma4-12b", "gemma4-12b-mtp",
+    "gemma4-26b-a4b-mtp", "gemma4-31b-mtp", "lfm2-2.6b",
+]
+
+
+def test_every_shipped_pair_names_a_real_llama_cpp_architecture() -> None:
+    from gguf.constants import MODEL_ARCH_NAMES  # llama.cpp's names, as its Python package has them
+
+    pairs = load_catalog(user=Path("/nonexistent/models.toml"))
+    assert set(NEW_IN_2026) <= set(pairs)
+    for name, item in pairs.items():
+        assert item.entry.target_arch in MODEL_ARCH_NAMES.values(), name
+
+
+def test_2026_pairs_the_issues_ask_for() -> None:
+    pairs = {n: p.entry for n, p in load_catalog(user=Path("/nonexistent")).items()}
+    small_qwen = "ggml-org/Qwen3.5-0.8B-GGUF"
+    for name in ("qwen3.6-27b", "qwen3.6-35b-a3b", "qwen3.5-9b", "qwen3.5-27b"):
+        assert pairs[name].drafter == "model" and pairs[name].draft.repo == small_qwen, name
+        assert pairs[name].target_arch in {"qwen35", "qwen35moe"}
+    for name in ("gemma4-31b", "gemma4-26b-a4b", "gemma4-12b"):
+        assert pairs[name].draft.files == ["gemma-4-E2B-it-UD-Q4_K_XL.gguf"], name
+    assert pairs["lfm2-2.6b"].target_arch == "lfm2"
+    for name in ("qwen3.6-27b-mtp", "qwen3.6-35b-a3b-mtp"):  # MTP heads inside the target
+        assert pairs[name].drafter == "mtp" and pairs[name].draft is None, name
+        assert "MTP" in pairs[name].target.repo
+    for size in ("12B", "26B-A4B", "31B"):  # Gemma 4 assistant sidecar beside the target
+        entry = pairs[f"gemma4-{size.lower()}-mtp"]
+        assert entry.drafter == "mtp" and entry.draft.repo == entry.target.repo
+        assert entry.draft.files == [f"mtp-gemma-4-{size}-it.gguf"]
+
+
+def test_archs_lists_agree_with_each_other() -> None:
+    from spectui.engine import archs
+
+    assert archs.ROLLBACK_ARCHS <= archs.HYBRID_ARCHS
+    assert not archs.RECURRENT_ARCHS & archs.HYBRID_ARCHS
+    assert [archs.rollback_kind(a) for a in ("gemma4", "qwen35", "jamba", "mamba")] == [
+        "kv", "snapshots", "none", "none"
+    ]
+    assert archs.is_hybrid("lfm2") and not archs.is_hybrid("mamba") and not archs.is_hybrid("qwen3")
+
+
+def test_list_shows_drafter_and_hybrid_before_pulling(spectui_home: Path, capsys) -> None:
+    write_user_catalog(spectui_home, GOOD_PAIR)
+    assert main(["list", "--json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert (rows["qwen3.6-27b-mtp"]["drafter"], rows["qwen3.6-27b-mtp"]["hybrid"]) == ("mtp", True)
+    assert rows["qwen3.6-27b-mtp"]["target_arch"] == "qwen35"
+    assert (rows["gemma4-12b-mtp"]["drafter"], rows["gemma4-12b-mtp"]["hybrid"]) == ("mtp", False)
+    assert (rows["lfm2-2.6b"]["drafter"], rows["lfm2-2.6b"]["hybrid"]) == ("model", True)
+    assert (rows["qwen3-8b"]["drafter"], rows["qwen3-8b"]["hybrid"]) == ("model", False)
+    assert rows["mine"]["hybrid"] is None and rows["mine"]["target_arch"] is None  # not declared
+    assert rows["demo"]["target_arch"] == "gemma3"
+
+    assert main(["list"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:6] == ["PAIR", "PULLED", "SIZE", "K", "DRAFTER", "HYBRID"]
+    cells = {line.split()[0]: re.split(r"\s{2,}", line) for line in table if line.strip()}
+    assert cells["qwen3.6-35b-a3b-mtp"][4:6] == ["mtp", "yes"]
+    assert cells["gemma4-31b"][4:6] == ["model", "no"]
+    assert cells["mine"][4:6] == ["model", "?"]
 
 
 def test_split_parts() -> None:
@@ -103,9 +180,16 @@ def test_split_parts() -> None:
         (GOOD_PAIR.replace("size_gb = 1.0", "size_gb = 1.0\nrecommended_k = 40"), ["recommended_k"]),
         (GOOD_PAIR.split("[pairs.mine.draft]")[0], ["pair 'mine'", "'draft' is required"]),
         ('[pairs."Bad Name"]\ndescription = "x"\nsize_gb = 1\nsource = "demo"\n', ["Bad Name"]),
+        (GOOD_PAIR.replace('"draft.gguf"', '"mmproj-F16.gguf"'), ["draft.files", "vision projector"]),
+        (GOOD_PAIR.replace("size_gb = 1.0", 'size_gb = 1.0\ndrafter = "eagle"'), ["drafter"]),
+        (GOOD_PAIR.replace("size_gb = 1.0", 'size_gb = 1.0\ntarget_arch = "Qwen 3.5"'),
+         ["target_arch", "architecture name"]),
+        ('[pairs.d]\ndescription = "x"\nsize_gb = 1\nsource = "demo"\ndrafter = "mtp"\n',
+         ["pair 'd'", "demo pair"]),
     ],
     ids=["toml", "unknown-field", "missing-field", "not-gguf", "incomplete-split", "repo-id",
-         "k-range", "missing-draft", "pair-name"],
+         "k-range", "missing-draft", "pair-name", "mmproj", "drafter-kind", "arch-name",
+         "demo-mtp"],
 )
 def test_malformed_catalog_gives_one_line_naming_file_pair_field(
     spectui_home: Path, text: str, expected: list[str]
@@ -156,3 +240,15 @@ def test_default_without_demo_extra_or_pulls_says_what_to_run(
         resolve_pair("demo")
     assert main(["list"]) == 0
     assert "needs the demo extra" in capsys.readouterr().out
+
+
+def test_mtp_pair_needs_no_draft_table_and_a_model_pair_still_does(spectui_home: Path) -> None:
+    heads_only = GOOD_PAIR.split("[pairs.mine.draft]")[0].replace(
+        "size_gb = 1.0", 'size_gb = 1.0\ndrafter = "mtp"\ntarget_arch = "qwen35"'
+    )
+    write_user_catalog(spectui_home, heads_only)
+    entry = load_catalog()["mine"].entry
+    assert entry.drafter == "mtp" and entry.draft is None and entry.target_arch == "qwen35"
+    write_user_catalog(spectui_home, GOOD_PAIR.split("[pairs.mine.draft]")[0])
+    with pytest.raises(CatalogError, match=r"'draft' is required.*drafter = \"mtp\""):
+        load_catalog()

@@ -23,6 +23,8 @@ from spectui.bench.report import BenchRow, RunInfo, RunTotals, format_table, mak
 from spectui.engine.config import AUTO, DraftControl, DraftLength, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished
 from spectui.engine.generator import Generator
+from spectui.errors import SpectuiError
+from spectui.session.options import ModelChoice
 
 DEFAULT_PROMPTS = (
     "Write a short story about a lighthouse keeper who finds a message in a bottle.",
@@ -111,7 +113,11 @@ def bench_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_bench(gen: Generator, args: argparse.Namespace, choice) -> list[BenchRow]:
+def run_bench(gen: Generator, args: argparse.Namespace, choice: ModelChoice) -> list[BenchRow]:
+    if not gen.can_speculate:
+        reason = gen.notes[0] if gen.notes else "no drafter runs with these models"
+        raise SpectuiError(f"nothing to compare with the baseline: {reason}; pass --draft PATH or pick a pair "
+                           "with a draft model")
     ks: list[DraftLength] = args.draft_length or [AUTO]
     config = GenerationConfig(
         max_tokens=args.max_tokens or DEFAULT_MAX_TOKENS,

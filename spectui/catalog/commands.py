@@ -29,27 +29,46 @@ def pull_command(args: argparse.Namespace) -> int:
         pair = pull_pair(args.pair, log=_note)
     else:
         raise PullError("name a pair to pull (see `spectui list`) or pass --target/--draft/--name")
-    print(f"pulled {pair.name}\n  target: {pair.target}\n  draft:  {pair.draft}")
+    print(f"pulled {pair.name}\n  target: {pair.target}\n  {_draft_line(pair.drafter, pair.draft)}")
     print(f"run: spectui chat {pair.name}")
     return 0
 
 
+def _draft_line(drafter: str, draft: object) -> str:
+    if drafter == "mtp":
+        return f"mtp:    {draft}" if draft else "mtp:    the target's own MTP heads"
+    return f"draft:  {draft}"
+
+
+def _size(size_gb: float) -> str:
+    return f"{size_gb:.1f} GB" if size_gb >= 0.1 else f"{size_gb * 1000:.0f} MB"
+
+
+def _hybrid(row: PairStatus) -> str:
+    return {True: "yes", False: "no", None: "?"}[row.hybrid]
+
+
 def format_table(rows: list[PairStatus]) -> str:
-    """A plain table; pulled pairs get their paths on the lines below."""
-    header = ("PAIR", "PULLED", "SIZE", "K", "DESCRIPTION")
+    """A plain table; pulled pairs get their paths on the lines below.
+
+    DRAFTER is `model` (a draft GGUF) or `mtp` (MTP heads or an MTP assistant); HYBRID says
+    whether the target mixes recurrent and attention layers (`?`: architecture unknown).
+    """
+    header = ("PAIR", "PULLED", "SIZE", "K", "DRAFTER", "HYBRID", "DESCRIPTION")
     body = [
-        (r.name, "yes" if r.pulled else "no", f"{r.size_gb:.1f} GB" if r.size_gb >= 0.1 else
-         f"{r.size_gb * 1000:.0f} MB", str(r.recommended_k), r.description)
+        (r.name, "yes" if r.pulled else "no", _size(r.size_gb), str(r.recommended_k), r.drafter,
+         _hybrid(r), r.description)
         for r in rows
     ]
-    widths = [max(len(line[i]) for line in [header, *body]) for i in range(4)]
+    n_padded = len(header) - 1
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(n_padded)]
     lines = []
     for row, cells in zip([None, *rows], [header, *body], strict=True):
-        padded = [c.ljust(w) for c, w in zip(cells[:4], widths, strict=True)]
-        lines.append("  ".join([*padded, cells[4]]))
+        padded = [c.ljust(w) for c, w in zip(cells[:n_padded], widths, strict=True)]
+        lines.append("  ".join([*padded, cells[n_padded]]))
         if row is not None and row.pulled:
             lines.append(f"    target: {row.target}")
-            lines.append(f"    draft:  {row.draft}")
+            lines.append(f"    {_draft_line(row.drafter, row.draft)}")
     return "\n".join(lines)
 
 

@@ -163,7 +163,7 @@ def status(item: CatalogEntry) -> PairStatus:
         name=item.name, description=item.entry.description + note, source="demo",
         origin=item.origin, pulled=built, size_gb=size, recommended_k=RECOMMENDED_K,
         target=target_path() if built else None, draft=draft_path() if built else None,
-        license=item.entry.license,
+        license=item.entry.license, target_arch=item.entry.target_arch,
     )
 
 

@@ -1,8 +1,13 @@
 """`pull_pair`: download a catalog pair, check it, and record it as pulled.
 
 The order matters: look up every file first (sizes, gates, typos fail before any byte moves),
-check free disk space, download, then check each file is a complete GGUF and that the draft
-shares the target's tokenizer. Only a pair that passes everything is recorded as pulled.
+check free disk space, download, then check each file is a complete GGUF and that the drafter
+fits the target (`checks.check_drafter`: the draft shares the target's tokenizer; an MTP target
+really carries MTP heads; an MTP sidecar is an assistant made for this target). Only a pair
+that passes everything is recorded as pulled.
+
+Only the files a catalog entry or `REPO:FILE` names are fetched: no repo is ever listed or
+globbed, so the `mmproj-*.gguf` vision projectors beside a model are never downloaded.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from spectui.catalog import hub, record
 from spectui.catalog.hub import FileInfo, Log, RemoteFile
 from spectui.catalog.loader import get_entry
 from spectui.catalog.resolve import ResolvedPair, resolved_from_record
-from spectui.catalog.schema import REPO_ID, ModelFiles, split_parts
+from spectui.catalog.schema import REPO_ID, ModelFiles, is_projector, split_parts
 from spectui.errors import IncompatibleDraftError, ModelLoadError, PullError, SpectuiError
 
 
@@ -28,17 +33,17 @@ def pull_pair(name: str, *, tqdm_class: type | None = None, log: Log | None = No
         from spectui.catalog import demo
 
         return demo.ensure_demo_pair(log=log)
-    assert entry.target is not None and entry.draft is not None
+    assert entry.target is not None
     target = _remote_files(entry.target)
-    draft = _remote_files(entry.draft)
+    draft = _remote_files(entry.draft) if entry.draft is not None else []
     infos = [hub.inspect(remote) for remote in [*target, *draft]]
     hub.check_free_space(hub.bytes_needed(infos))
     files = [(info, hub.fetch(info, tqdm_class=tqdm_class, log=log)) for info in infos]
     pulled_target = [_verify(info, path) for info, path in files[: len(target)]]
     pulled_draft = [_verify(info, path) for info, path in files[len(target) :]]
     pulled = record.PulledPair(
-        target=pulled_target, draft=pulled_draft, recommended_k=entry.recommended_k,
-        description=entry.description,
+        target=pulled_target, draft=pulled_draft, drafter=entry.drafter,
+        recommended_k=entry.recommended_k, description=entry.description,
     )
     return _check_and_record(name, pulled, log=log)
 
@@ -76,6 +81,11 @@ def _adhoc_spec(spec: str, role: str) -> Path | list[RemoteFile]:
         raise PullError(
             f"--{role} {spec!r} is neither an existing file nor REPO:FILE "
             "(e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF:qwen2.5-0.5b-instruct-q8_0.gguf)"
+        )
+    if is_projector(filename):
+        raise PullError(
+            f"--{role} {spec!r} is a vision projector (mmproj), not a chat model; "
+            "name the model's own .gguf file"
         )
     return [RemoteFile(repo, part) for part in split_parts(filename)]
 
@@ -131,14 +141,25 @@ def _verify_local(path: Path) -> record.PulledFile:
     return record.PulledFile(path=str(path.resolve()), size=size, owned=False)
 
 
-def _check_and_record(name: str, pulled: record.PulledPair, *, log: Log | None) -> ResolvedPair:
-    """Run the compatibility check on the first files; record the pair only if it passes."""
-    from spectui.engine.compat import check_compatible_files
+_CHECK_NOTES = {
+    "model": "checking that the draft shares the target's tokenizer",
+    "mtp": "checking that the target carries MTP heads",
+    "sidecar": "checking that the MTP assistant was made for the target",
+}
 
+
+def _check_and_record(name: str, pulled: record.PulledPair, *, log: Log | None) -> ResolvedPair:
+    """Check the drafter against the target's first file; record the pair only if it passes."""
+    from spectui.catalog import checks
+
+    target = Path(pulled.target[0].path)
+    draft = Path(pulled.draft[0].path) if pulled.draft else None
     if log:
-        log(f"{name}: checking that the draft shares the target's tokenizer")
+        kind = "sidecar" if pulled.drafter == "mtp" and draft else pulled.drafter
+        log(f"{name}: {_CHECK_NOTES[kind]}")
     try:
-        check_compatible_files(Path(pulled.target[0].path), Path(pulled.draft[0].path))
+        pulled.target_arch = checks.target_architecture(target)
+        checks.check_drafter(target, draft, pulled.drafter)
     except IncompatibleDraftError as error:
         raise IncompatibleDraftError(f"pair {name} was not marked pulled: {error}") from None
     except SpectuiError as error:

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from spectui import paths
 from spectui.errors import CatalogError
@@ -53,8 +53,15 @@ class PulledPair(BaseModel):
     target: list[PulledFile]
     """Target file(s); the first is the one llama.cpp opens."""
 
-    draft: list[PulledFile]
-    """Draft file(s); the first is the one llama.cpp opens."""
+    draft: list[PulledFile] = []
+    """Draft file(s); the first is the one llama.cpp opens. For `drafter = "mtp"`: the MTP
+    assistant sidecar, or empty when the target carries its own MTP heads."""
+
+    drafter: Literal["model", "mtp"] = "model"
+    """`model`: a separate draft GGUF; `mtp`: the target's MTP heads or an MTP sidecar."""
+
+    target_arch: str | None = None
+    """`general.architecture` read from the target's header when it was pulled."""
 
     recommended_k: int | Literal["auto"] = "auto"
     """Draft length to start with."""
@@ -67,6 +74,12 @@ class PulledPair(BaseModel):
 
     pulled_at: str = ""
     """ISO timestamp of the pull."""
+
+    @model_validator(mode="after")
+    def _draft_for_model_drafter(self) -> PulledPair:
+        if self.drafter == "model" and not self.draft:
+            raise ValueError("a pair drafted by a model needs its draft file")
+        return self
 
     def files(self) -> list[PulledFile]:
         return [*self.target, *self.draft]

@@ -20,8 +20,18 @@ class ResolvedPair:
 
     name: str
     target: Path
-    draft: Path
+    draft: Path | None
+    """The draft model, or the MTP sidecar; None when the target's own MTP heads draft."""
     recommended_k: K
+    drafter: str = "model"
+    """`model` (a separate draft GGUF) or `mtp` (MTP heads in the target, or `draft` is an MTP
+    assistant sidecar that shares the target's cache)."""
+
+    @property
+    def draft_model(self) -> Path | None:
+        """The draft GGUF to load as a model of its own; None for an MTP drafter (its heads, or
+        a sidecar that only loads against the target's context)."""
+        return self.draft if self.drafter == "model" else None
 
 
 @dataclass(frozen=True)
@@ -41,20 +51,39 @@ class PairStatus:
     target: Path | None = None
     draft: Path | None = None
     license: str | None = None
+    drafter: str = "model"
+    """`model` or `mtp` (see `ResolvedPair.drafter`)."""
+    target_arch: str | None = None
+    """llama.cpp's architecture of the target: read from the file once pulled, else the
+    catalog's `target_arch`; None when unknown."""
+
+    @property
+    def hybrid(self) -> bool | None:
+        """Recurrent + attention target (llama.cpp's `llm_arch_is_hybrid`); None if unknown."""
+        from spectui.engine.archs import is_hybrid
+
+        return None if self.target_arch is None else is_hybrid(self.target_arch)
 
     def as_json(self) -> dict[str, object]:
         return {
             "name": self.name, "description": self.description, "source": self.source,
             "origin": self.origin, "pulled": self.pulled, "size_gb": round(self.size_gb, 3),
-            "recommended_k": self.recommended_k,
+            "recommended_k": self.recommended_k, "drafter": self.drafter,
+            "target_arch": self.target_arch, "hybrid": self.hybrid,
             "target": str(self.target) if self.target else None,
             "draft": str(self.draft) if self.draft else None, "license": self.license,
         }
 
 
+def _first(files: list[record.PulledFile]) -> Path | None:
+    return Path(files[0].path) if files else None
+
+
 def resolved_from_record(name: str, pulled: record.PulledPair) -> ResolvedPair:
-    target, draft = Path(pulled.target[0].path), Path(pulled.draft[0].path)
-    return ResolvedPair(name, target, draft, pulled.recommended_k)
+    return ResolvedPair(
+        name, Path(pulled.target[0].path), _first(pulled.draft), pulled.recommended_k,
+        drafter=pulled.drafter,
+    )
 
 
 def _missing_file(pulled: record.PulledPair) -> str | None:
@@ -108,13 +137,16 @@ def _status(item: CatalogEntry, pulled: record.PulledPair | None) -> PairStatus:
         from spectui.catalog import demo
 
         return demo.status(item)
-    is_pulled = pulled is not None and _missing_file(pulled) is None
+    on_disk = pulled if pulled is not None and _missing_file(pulled) is None else None
     return PairStatus(
         name=item.name, description=entry.description, source=entry.source, origin=item.origin,
-        pulled=is_pulled, size_gb=_pulled_size(pulled) if pulled and is_pulled else entry.size_gb,
+        pulled=on_disk is not None,
+        size_gb=_pulled_size(on_disk) if on_disk else entry.size_gb,
         recommended_k=entry.recommended_k,
-        target=Path(pulled.target[0].path) if pulled and is_pulled else None,
-        draft=Path(pulled.draft[0].path) if pulled and is_pulled else None, license=entry.license,
+        target=Path(on_disk.target[0].path) if on_disk else None,
+        draft=_first(on_disk.draft) if on_disk else None, license=entry.license,
+        drafter=entry.drafter,
+        target_arch=(on_disk.target_arch if on_disk else None) or entry.target_arch,
     )
 
 
@@ -123,7 +155,7 @@ def _adhoc_status(name: str, pulled: record.PulledPair) -> PairStatus:
         name=name, description=pulled.description, source="ad-hoc", origin="pulled",
         pulled=_missing_file(pulled) is None, size_gb=_pulled_size(pulled),
         recommended_k=pulled.recommended_k, target=Path(pulled.target[0].path),
-        draft=Path(pulled.draft[0].path),
+        draft=_first(pulled.draft), drafter=pulled.drafter, target_arch=pulled.target_arch,
     )
 
 

@@ -12,6 +12,12 @@ A catalog is a table of pairs keyed by name::
     draft.files = ["qwen2.5-0.5b-instruct-q8_0.gguf"]
 
 A pair with `source = "demo"` has no Hub files: spectui builds it from a local package.
+
+`drafter = "mtp"` drafts with the target's own multi-token-prediction heads (no `draft` table:
+the target GGUF carries `<arch>.nextn_predict_layers` > 0) or with an MTP assistant sidecar that
+reads the target's cache (a `draft` table naming e.g. `mtp-gemma-4-12B-it.gguf`, often in the
+target's own repo). `target_arch` is llama.cpp's architecture name of the target (`qwen35`,
+`gemma4`, ...), so `spectui list` can say before any download whether the target is hybrid.
 """
 
 from __future__ import annotations
@@ -24,7 +30,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 PAIR_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 SPLIT_NAME = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<total>\d{5})\.gguf$")
+ARCH_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 MAX_K = 16
+Drafter = Literal["model", "mtp"]
+
+
+def is_projector(filename: str) -> bool:
+    """A vision/audio projector (`mmproj-*.gguf`, `mmproj.gguf`): never a chat model."""
+    return filename.rsplit("/", 1)[-1].lower().startswith("mmproj")
 
 
 def split_parts(filename: str) -> list[str]:
@@ -48,6 +61,8 @@ def check_gguf_files(files: list[str]) -> list[str]:
             raise ValueError(f"{name!r} is not a .gguf file name")
         if name.startswith("/") or ".." in name.split("/"):
             raise ValueError(f"{name!r} must be a path inside the repo")
+        if is_projector(name):
+            raise ValueError(f"{name!r} is a vision projector (mmproj), not a chat model")
     expected = split_parts(files[0])
     if (len(expected) > 1 or len(files) > 1) and files != expected:
         raise ValueError(f"split GGUF parts must be listed in full and in order: {expected}")
@@ -98,7 +113,18 @@ class PairEntry(BaseModel):
     """The large model whose output is kept."""
 
     draft: ModelFiles | None = None
-    """The small model that proposes tokens; it must share the target's tokenizer."""
+    """`drafter = "model"`: the small model that proposes tokens; it must share the target's
+    tokenizer. `drafter = "mtp"`: an MTP assistant sidecar (e.g. `mtp-gemma-4-12B-it.gguf`), or
+    no table at all when the target carries its own MTP heads."""
+
+    drafter: Drafter = "model"
+    """What proposes the tokens: `model`, a separate draft GGUF (the `draft` table, required);
+    `mtp`, the target's own MTP heads (no `draft` table) or an MTP assistant sidecar (`draft`)."""
+
+    target_arch: str | None = None
+    """llama.cpp's architecture name of the target (`general.architecture`: `qwen35`,
+    `qwen35moe`, `gemma4`, `lfm2`, `llama`, ...); `spectui list` shows from it whether the
+    target is hybrid (recurrent + attention) before anything is downloaded."""
 
     size_gb: float = Field(gt=0)
     """Approximate download (or build) size of both models together, in GB."""
@@ -123,13 +149,28 @@ class PairEntry(BaseModel):
             raise ValueError(f"must be 0..{MAX_K} or 'auto', not {value}")
         return value
 
+    @field_validator("target_arch")
+    @classmethod
+    def _arch_name(cls, value: str | None) -> str | None:
+        if value is not None and not ARCH_NAME.match(value):
+            raise ValueError(f"{value!r} is not a llama.cpp architecture name (e.g. 'qwen35')")
+        return value
+
     @model_validator(mode="after")
     def _models_match_source(self) -> PairEntry:
-        if self.source == "hub" and (self.target is None or self.draft is None):
-            missing = "target" if self.target is None else "draft"
-            raise ValueError(f"field {missing!r} is required for a Hub pair")
-        if self.source == "demo" and (self.target is not None or self.draft is not None):
-            raise ValueError("a demo pair is built locally and takes no 'target' or 'draft'")
+        if self.source == "demo":
+            if self.target is not None or self.draft is not None or self.drafter != "model":
+                raise ValueError(
+                    "a demo pair is built locally and takes no 'target', 'draft' or 'drafter'"
+                )
+            return self
+        if self.target is None:
+            raise ValueError("field 'target' is required for a Hub pair")
+        if self.draft is None and self.drafter == "model":
+            raise ValueError(
+                "field 'draft' is required for a Hub pair (or set drafter = \"mtp\" for a "
+                "target that carries its own MTP heads)"
+            )
         return self
 
 

@@ -26,9 +26,13 @@ def check_readable(path: Path) -> None:
         )
 
 
-# GGUF metadata value types: fixed sizes by type id; 8 = string, 9 = array.
-_SCALAR_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+# GGUF metadata value types: struct formats by type id (u8 i8 u16 i16 u32 i32 f32 bool, then
+# u64 i64 f64); 8 = string, 9 = array.
+_SCALAR_FORMATS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+                   10: "<Q", 11: "<q", 12: "<d"}
+_SCALAR_SIZES = {vtype: struct.calcsize(fmt) for vtype, fmt in _SCALAR_FORMATS.items()}
 _STRING, _ARRAY = 8, 9
+MetadataValue = int | float | bool | str | None
 _DEFAULT_ALIGNMENT = 32
 
 
@@ -58,8 +62,7 @@ class _Header:
                 for _ in range(count):
                     self.value(item_type)
             return None
-        raw = self._read(_SCALAR_SIZES[vtype])
-        return int.from_bytes(raw, "little")
+        return struct.unpack(_SCALAR_FORMATS[vtype], self._read(_SCALAR_SIZES[vtype]))[0]
 
     def _read(self, n: int) -> bytes:
         data = self.f.read(n)
@@ -99,6 +102,31 @@ def expected_size(path: Path) -> int | None:
     except (EOFError, KeyError, struct.error, OSError):
         return None
     return data_start + end
+
+
+def read_metadata(path: Path) -> dict[str, MetadataValue]:
+    """The header's key/value pairs: numbers, booleans and strings; arrays map to None.
+
+    Reads only the header (no tensor data), so it is cheap even for a 20 GB model. Raises
+    `ModelLoadError` when the file is not a GGUF or its header is damaged.
+    """
+    check_readable(path)
+    values: dict[str, MetadataValue] = {}
+    try:
+        with path.open("rb") as f:
+            header = _Header(f)
+            header._read(4)  # magic, checked above
+            header.u32()  # version
+            header.u64()  # tensor count
+            for _ in range(header.u64()):
+                key, vtype = header.string(), header.u32()
+                value = header.value(vtype)
+                if isinstance(value, bytes):
+                    value = value.decode("utf-8", errors="replace")
+                values[key.decode("utf-8", errors="replace")] = value
+    except (EOFError, KeyError, struct.error, OSError):
+        raise ModelLoadError(f"{path.name}: its GGUF header is damaged or truncated") from None
+    return values
 
 
 def diagnose(path: Path) -> str:

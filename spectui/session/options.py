@@ -74,7 +74,7 @@ def models_from_args(args: argparse.Namespace) -> ModelChoice:
         from spectui.catalog import resolve_pair
 
         pair = resolve_pair(args.pair)
-        spec = DrafterSpec(kind, pair.draft, args.draft_n_gpu_layers)
+        spec = DrafterSpec(kind, pair.draft_model, args.draft_n_gpu_layers)
         choice = ModelChoice(pair.name, pair.target, spec, pair.recommended_k)
     check_spec(choice.drafter)
     return choice

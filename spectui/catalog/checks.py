@@ -1,0 +1,96 @@
+"""Before a pulled pair is recorded: does its drafter really draft for its target?
+
+- `drafter = "model"`: the draft shares the target's tokenizer (llama.cpp's rules, `compat`).
+- `drafter = "mtp"`, no draft file: the target's header has `<arch>.nextn_predict_layers` > 0
+  (llama.cpp reads that key as `n_layer_nextn`, src/llama-model.cpp:1329; a GGUF converted
+  without its MTP layers has no such key).
+- `drafter = "mtp"` with a sidecar: the sidecar is an MTP assistant (`gemma4-assistant`) for
+  the target's architecture, carries MTP layers, was made for a target of this width
+  (`embedding_length_out`: src/models/gemma4-assistant.cpp:31, common/speculative.cpp:1375),
+  and shares the target's tokenizer.
+
+Only GGUF headers are read, plus the vocabularies for the tokenizer check: no weights load.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from spectui.engine import gguf_file
+from spectui.engine.archs import MTP_ASSISTANT_ARCHS
+from spectui.errors import IncompatibleDraftError
+
+Metadata = dict[str, gguf_file.MetadataValue]
+
+
+def architecture(metadata: Metadata) -> str | None:
+    arch = metadata.get("general.architecture")
+    return arch if isinstance(arch, str) else None
+
+
+def target_architecture(target: Path) -> str | None:
+    """The target's `general.architecture`, read from its header."""
+    return architecture(gguf_file.read_metadata(target))
+
+
+def check_drafter(target: Path, draft: Path | None, drafter: str) -> None:
+    """Raise `IncompatibleDraftError` (one line) unless the drafter fits the target."""
+    from spectui.engine.compat import check_compatible_files
+
+    if drafter == "mtp" and draft is None:
+        check_mtp_heads(target)
+        return
+    if draft is None:
+        raise IncompatibleDraftError(f"{target.name} has no draft model; name one or use MTP")
+    if drafter == "mtp":
+        check_mtp_sidecar(target, draft)
+    check_compatible_files(target, draft)
+
+
+def _int(metadata: Metadata, key: str) -> int:
+    value = metadata.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def check_mtp_heads(target: Path) -> None:
+    """The target GGUF carries MTP layers (`<arch>.nextn_predict_layers` > 0)."""
+    metadata = gguf_file.read_metadata(target)
+    key = f"{architecture(metadata)}.nextn_predict_layers"
+    if _int(metadata, key) <= 0:
+        found = "is 0" if key in metadata else "is missing"
+        raise IncompatibleDraftError(
+            f"{target.name} carries no MTP heads ({key} {found} in its header); pull the GGUF "
+            "published with its MTP layers (an -MTP-GGUF repo) or a pair with a draft model"
+        )
+
+
+def check_mtp_sidecar(target: Path, sidecar: Path) -> None:
+    """The sidecar is an MTP assistant made for this target's architecture and width."""
+    side, tgt = gguf_file.read_metadata(sidecar), gguf_file.read_metadata(target)
+    side_arch, target_arch = architecture(side), architecture(tgt)
+    if side_arch not in MTP_ASSISTANT_ARCHS:
+        known = ", ".join(sorted(MTP_ASSISTANT_ARCHS))
+        raise IncompatibleDraftError(
+            f"{sidecar.name} is not an MTP assistant drafter (architecture {side_arch!r}, "
+            f"expected {known}); name the mtp-*.gguf file, or use drafter = \"model\""
+        )
+    if target_arch not in MTP_ASSISTANT_ARCHS[side_arch]:
+        wanted = ", ".join(sorted(MTP_ASSISTANT_ARCHS[side_arch]))
+        raise IncompatibleDraftError(
+            f"{sidecar.name} drafts for {wanted} targets, but {target.name} is {target_arch!r}; "
+            "pick the assistant published with this model"
+        )
+    if _int(side, f"{side_arch}.nextn_predict_layers") <= 0:
+        raise IncompatibleDraftError(
+            f"{sidecar.name} has no MTP layers ({side_arch}.nextn_predict_layers missing or 0); "
+            "download it again or pick the assistant published with this model"
+        )
+    made_for = _int(side, f"{side_arch}.embedding_length_out")
+    width = _int(tgt, f"{target_arch}.embedding_length_out") or _int(
+        tgt, f"{target_arch}.embedding_length"
+    )
+    if made_for != width:
+        raise IncompatibleDraftError(
+            f"{sidecar.name} was made for a target {made_for} wide, but {target.name} is {width} "
+            "wide; pick the mtp file published for this model size"
+        )
