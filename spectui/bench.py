@@ -156,11 +156,19 @@ def print_table(rows: list[BenchRow]) -> None:
 
 def resolve_models(args: argparse.Namespace) -> tuple[Path, Path]:
     if args.target or args.draft:
-        if not (args.target and args.draft):
-            from spectui.errors import SpectuiError
+        from spectui.catalog.local import auto_draft_for, resolve_reference
+        from spectui.errors import SpectuiError
 
-            raise SpectuiError("give both --target and --draft (or neither, to use a pair)")
-        return Path(args.target), Path(args.draft)
+        if not args.target:
+            raise SpectuiError("--draft needs --target too (or neither, to use a pair)")
+        target = resolve_reference(args.target)
+        if args.draft:
+            return target, resolve_reference(args.draft)
+        draft, message = auto_draft_for(target)  # no --draft: the best compatible model on disk
+        if draft is None:
+            raise SpectuiError(f"{message}; or pass --draft")
+        print(f"spectui: {message}", file=sys.stderr)
+        return target, draft
     from spectui.catalog import resolve_pair
 
     pair = resolve_pair(args.pair)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,8 @@ class ChatOptions:
     show_timings: bool = True
     """False replaces every timing with a placeholder (deterministic screenshots and snapshots)."""
     calibration_tokens: int = 32
+    notice: str | None = None
+    """A line the app shows once at start (e.g. which draft was picked automatically)."""
 
     def draft_control(self) -> DraftControl:
         if self.k == 0:
@@ -55,8 +58,14 @@ def options_from_args(args: argparse.Namespace) -> ChatOptions:
     if args.draft and not args.target:
         raise SpectuiError("--draft needs --target too (or name a pair: spectui chat PAIR)")
     k = args.draft_length
+    notice = None
     if args.target:
-        target, draft = Path(args.target).expanduser(), _optional_path(args.draft)
+        from spectui.catalog.local import auto_draft_for, resolve_optional, resolve_reference
+
+        target, draft = resolve_reference(args.target), resolve_optional(args.draft)
+        if draft is None:  # no --draft: the best compatible model on disk, said on stderr and in the app
+            draft, notice = auto_draft_for(target)
+            print(f"spectui: {notice}", file=sys.stderr)
         name = "custom"
     else:
         from spectui.catalog import resolve_pair
@@ -69,7 +78,7 @@ def options_from_args(args: argparse.Namespace) -> ChatOptions:
         temperature=args.temperature, seed=args.seed,
         max_tokens=args.max_tokens or DEFAULT_MAX_TOKENS, n_ctx=args.ctx, threads=args.threads,
         n_gpu_layers=args.n_gpu_layers, draft_n_gpu_layers=args.draft_n_gpu_layers,
-        system=args.system, resume=args.resume,
+        system=args.system, resume=args.resume, notice=notice,
     )
 
 
