@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import tiny_gguf
 from test_cli_bench import one_error_line
+from test_ui_app import SIZE, RecordingApp, _palette_text, ready, run_async, send, shown, until
+from test_ui_app import options as ui_options
 
 from spectui.catalog.local import auto_draft_for, discover, pair_all, resolve_reference
 from spectui.catalog.local.index import LocalIndex
@@ -410,3 +412,46 @@ def test_a_bad_config_file_is_one_line(spectui_home: Path, text: str, expected: 
     with pytest.raises(SettingsError) as caught:
         load_settings()
     assert expected in str(caught.value) and str(path) in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_missing_target_without_draft_is_the_loaders_one_line(stores: Layout, tmp_path, capsys) -> None:
+    assert main(["bench", "--target", str(tmp_path / "typo.gguf")]) == 1
+    assert "model file not found" in one_error_line(capsys.readouterr().err)
+
+
+def test_an_unreadable_store_is_one_skipped_line_and_the_rest_is_listed(stores: Layout, monkeypatch) -> None:
+    from spectui.catalog.local import stores as store_module
+
+    def unreadable():
+        raise PermissionError(13, "Permission denied", "/root/.lmstudio/models")
+        yield  # a generator, like the real walk
+
+    monkeypatch.setattr(store_module, "walk_lmstudio", unreadable)
+    found = discover()
+    assert "ollama:tiny:7b" in {m.reference for m in found.models}
+    assert not any(m.source == "lmstudio" for m in found.models)
+    assert {p.where: p.reason for p in found.skipped}["LM Studio's folder"] == (
+        "cannot be read past /root/.lmstudio/models (Permission denied)")
+
+
+@run_async
+async def test_the_in_app_picker_lists_a_local_model_with_its_draft_and_loads_them(stores: Layout,
+                                                                                    tiny_pair) -> None:
+    from spectui.ui.chat_view import NoteMessage
+
+    notice = "draft for ollama:tiny:7b: picked automatically"
+    app = RecordingApp(ui_options(tiny_pair, notice=notice))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert notice in " ".join(shown(n) for n in app.query(NoteMessage))  # the start-up notice
+        await pilot.press("ctrl+p")
+        await pilot.press(*"local ollama:tiny:7b")
+        label = "local ollama:tiny:7b + ollama:someone/tinier:q8"
+        await until(pilot, lambda: label in _palette_text(app), "the local pair in the palette")
+        await pilot.press("enter")
+        await until(pilot, lambda: app.options.pair_name == "ollama:tiny:7b", "the switch to the local pair")
+        await ready(pilot)
+        assert app.options.target == stores.blob(stores.files.target)
+        assert app.options.draft == stores.blob(stores.files.draft)
+        await send(pilot, "Hello from Ollama's store")
+        assert app.finishes[-1].finished.text

@@ -94,18 +94,33 @@ def manifest_blob(root: Path, name: OllamaName, manifest: Path) -> Path:
     if not sep or not digest.isalnum():
         raise LocalModelError(f"ollama: {name.display} names a malformed blob {digests[0]!r} in {manifest}; {pull}")
     blob = root / "blobs" / f"{algorithm}-{digest}"
-    if not blob.is_file():
+    if not is_file(blob):
         raise LocalModelError(
             f"ollama: {name.display} names blob {blob.name} which is missing from {root / 'blobs'}; {pull}"
         )
     return blob
 
 
+def is_dir(path: Path) -> bool:
+    """`Path.is_dir`, but False (not PermissionError) where this user may not look."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def _existing_tags(roots: list[Path], name: OllamaName) -> list[str]:
     tags: set[str] = set()
     for root in roots:
         folder = (root / name.manifest_relpath).parent
-        if folder.is_dir():
+        if is_dir(folder):
             tags.update(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
     return sorted(tags)
 
@@ -116,9 +131,9 @@ def resolve(text: str) -> Path:
     roots = ollama_roots()
     for root in roots:
         manifest = root / name.manifest_relpath
-        if manifest.is_file():
+        if is_file(manifest):
             return manifest_blob(root, name, manifest)
-    stores = [r for r in roots if r.is_dir()]
+    stores = [r for r in roots if is_dir(r)]
     if not stores:
         where = " or ".join(str(r) for r in roots)
         raise LocalModelError(
@@ -136,7 +151,7 @@ def walk() -> Iterator[tuple[str, str, Path | None, str | None]]:
     """Every manifest in every store: (display name, reference, blob or None, problem or None)."""
     for root in ollama_roots():
         manifests = root / "manifests"
-        if not manifests.is_dir():
+        if not is_dir(manifests):
             continue
         for manifest in sorted(manifests.glob("*/*/*/*")):
             parts = manifest.relative_to(manifests).parts

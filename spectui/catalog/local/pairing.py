@@ -194,6 +194,9 @@ def auto_draft_for(target_path: Path, *, mtp_supported: bool = False) -> tuple[P
     (None, why) when nothing on disk fits (the message then names the catalog draft to pull), or
     when the target carries MTP heads and `mtp_supported` (the engine drafts with them).
     """
+    from spectui.engine.gguf_file import check_readable
+
+    check_readable(target_path)  # a missing or non-GGUF target: the loader's own one-line error
     index = LocalIndex()
     try:
         found = discover(index=index)

@@ -118,8 +118,14 @@ def walk_folders(folders: list[Path]) -> Iterator[Found | Problem]:
 
 
 def walk_all(folders: list[Path]) -> Iterator[Found | Problem]:
-    """Every store in turn: Ollama, LM Studio, the Hugging Face cache, then the extra folders."""
-    yield from walk_ollama()
-    yield from walk_lmstudio()
-    yield from walk_hf()
-    yield from walk_folders(folders)
+    """Every store in turn: Ollama, LM Studio, the Hugging Face cache, then the extra folders.
+
+    A store that cannot be read (permissions) becomes one `Problem`; the others are still walked.
+    """
+    walks = [("Ollama's store", walk_ollama()), ("LM Studio's folder", walk_lmstudio()),
+             ("the Hugging Face cache", walk_hf()), ("local_model_dirs", walk_folders(folders))]
+    for label, walk in walks:
+        try:
+            yield from walk
+        except OSError as error:
+            yield Problem(label, f"cannot be read past {error.filename} ({error.strerror})")
