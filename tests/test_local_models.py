@@ -100,7 +100,7 @@ def store_layout(root: Path, files: Files) -> Layout:
     ollama_model(layout.ollama, (*lib, "ghost", "latest"), None)
     lms = layout.home / ".lmstudio" / "models" / "pub"
     for folder, source in [("tiny-GGUF", files.draft2), ("tiny-GGUF", files.mmproj),
-                           ("mixed-GGUF", files.bad), ("mixed-GGUF", files.bos)]:
+                           ("mixed-GGUF", files.bad), ("mixed-GGUF", files.bos), ("vision-GGUF", files.mmproj)]:
         (lms / folder).mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, lms / folder / source.name)
     repo = layout.hub / "models--owner--tiny-GGUF"
@@ -184,7 +184,9 @@ def test_references_resolve_to_the_files_in_each_store(stores: Layout) -> None:
         ("ollama:ghost", "ghost:latest names blob sha256-0000"),
         ("ollama:a/b/c/d:e", "is not an Ollama model name"),
         ("lmstudio:pub/mixed-GGUF", "holds 2 models (bos.gguf, draft-incompatible.gguf); name one"),
-        ("lmstudio:pub/none", "lmstudio: no pub/none with a language model in it in {home}/.lmstudio/models"),
+        ("lmstudio:pub/none", "lmstudio: no model folder pub/none in {home}/.lmstudio/models or "),
+        ("lmstudio:pub/tiny-GGUF/nope.gguf", "lmstudio: no file pub/tiny-GGUF/nope.gguf in {home}"),
+        ("lmstudio:pub/vision-GGUF", "lmstudio: {home}/.lmstudio/models/pub/vision-GGUF holds no language model"),
         ("hf:owner/tiny-GGUF:absent.gguf", "hf: owner/tiny-GGUF:absent.gguf is not in the Hugging Face cache "
                                            "{hub} (looked for models--owner--tiny-GGUF/snapshots/*/absent.gguf)"),
         ("hf:owner/tiny-GGUF:partial.gguf", "only partly downloaded"),
@@ -237,7 +239,7 @@ def test_list_local_shows_drafts_refusals_mtp_and_skipped(stores: Layout, capsys
     first = next(p for p in data["pairings"] if p["target"] == "ollama:tiny:7b")
     assert first["drafts"][0]["path"] == str(stores.blob(stores.files.draft))
     assert {m["reference"]: m["has_mtp"] for m in data["models"]}[str(stores.extra / "sub" / "tiny-mtp.gguf")]
-    assert len(data["skipped"]) == 4
+    assert len(data["skipped"]) == 5
 
 
 def test_a_second_listing_reads_no_gguf_and_loads_no_vocabulary(stores: Layout, monkeypatch, capsys) -> None:

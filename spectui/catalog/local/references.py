@@ -80,6 +80,11 @@ def _resolve_lmstudio(body: str) -> Path:
                 return folder / filename
             continue
         names = _language_models(folder)
+        if not names:
+            raise LocalModelError(
+                f"lmstudio: {folder} holds no language model (only projectors, adapters or damaged "
+                f"files); {LMSTUDIO_HINT}"
+            )
         if len(names) == 1:
             return folder / names[0]
         if len(names) > 1:
@@ -89,7 +94,7 @@ def _resolve_lmstudio(body: str) -> Path:
                 f"e.g. lmstudio:{repo}/{names[0]}"
             )
     where = " or ".join(str(r) for r in roots)
-    what = f"{repo}/{filename}" if filename else f"{repo} with a language model in it"
+    what = f"file {repo}/{filename}" if filename else f"model folder {repo}"
     raise LocalModelError(f"lmstudio: no {what} in {where}; {LMSTUDIO_HINT}")
 
 
