@@ -17,8 +17,9 @@ from spectui.errors import SpectuiError
 from spectui.limits import MAX_DRAFT
 
 Command = Callable[[argparse.Namespace], int]
-COMMANDS = ("chat", "bench", "pull", "list", "rm")
+COMMANDS = ("chat", "bench", "pull", "list", "rm", "pair")
 PAIR_HELP = "a pair from `spectui list` (default: the last pulled pair, else the demo pair)"
+MODEL_REF = "a GGUF path, ollama:NAME[:TAG], lmstudio:PUBLISHER/REPO[/FILE] or hf:REPO:FILE (from the cache)"
 
 
 def parse_k(value: str) -> int | str:
@@ -61,8 +62,8 @@ def drafter_help() -> str:
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by `chat` and `bench`: which models, and how to run them."""
-    parser.add_argument("--target", help="path to the target GGUF (instead of a pair)")
-    parser.add_argument("--draft", help="path to the draft GGUF (instead of a pair)")
+    parser.add_argument("--target", help=f"the target model (instead of a pair): {MODEL_REF}")
+    parser.add_argument("--draft", help="the draft model (default with --target: the best one on disk)")
     parser.add_argument("--drafter", type=parse_drafter, default=None, help=drafter_help())
     parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0 = greedy)")
     parser.add_argument("--seed", type=int, default=None, help="seed for sampling (same seed, same output)")
@@ -101,15 +102,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     pull = sub.add_parser("pull", help="download a target/draft pair from the Hugging Face Hub")
     pull.add_argument("pair", nargs="?", help="a pair name from models.toml")
-    pull.add_argument("--target", help="ad-hoc target: REPO:FILE or a local path")
-    pull.add_argument("--draft", help="ad-hoc draft: REPO:FILE or a local path")
+    pull.add_argument("--target", help="ad-hoc target: REPO:FILE, a local path or a reference (ollama:NAME...)")
+    pull.add_argument("--draft", help="ad-hoc draft: REPO:FILE, a local path or a reference (ollama:NAME...)")
     pull.add_argument("--name", help="name for an ad-hoc pair")
 
     listing = sub.add_parser("list", help="list catalog pairs and whether they are pulled")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
+    listing.add_argument("--local", action="store_true",
+                         help="models already on disk (Ollama, LM Studio, HF cache) and their automatic drafts")
 
     rm = sub.add_parser("rm", help="forget a pulled pair and delete files only it uses")
     rm.add_argument("pair")
+
+    pair = sub.add_parser("pair", help="save a pair of models already on disk under a name")
+    pair_sub = pair.add_subparsers(dest="pair_action", required=True)
+    add = pair_sub.add_parser("add", help="spectui pair add NAME --target REF --draft REF")
+    add.add_argument("name", help="the pair's name (then: spectui chat NAME)")
+    add.add_argument("--target", required=True, help=MODEL_REF)
+    add.add_argument("--draft", required=True, help=MODEL_REF)
     return parser
 
 
@@ -123,6 +133,10 @@ def _command(name: str) -> Command:
         from spectui.bench import bench_command
 
         return bench_command
+    if name == "pair":
+        from spectui.catalog.local.commands import pair_command
+
+        return pair_command
     from spectui.catalog import commands
 
     return {"pull": commands.pull_command, "list": commands.list_command, "rm": commands.rm_command}[name]

@@ -41,3 +41,11 @@ class CatalogError(SpectuiError):
 
 class PullError(SpectuiError):
     """Downloading a pair failed (gated repo, missing file, no disk space, network)."""
+
+
+class SettingsError(SpectuiError):
+    """spectui's `config.toml` is malformed."""
+
+
+class LocalModelError(SpectuiError):
+    """A reference to a model on disk (`ollama:`, `lmstudio:`, `hf:`) cannot be resolved."""

@@ -1,7 +1,7 @@
 """Where spectui keeps its files.
 
 Everything hangs off platformdirs' per-user directories. `SPECTUI_HOME` overrides all of them at
-once (the tests point it at a temporary directory): `$SPECTUI_HOME/{config,data,models}`.
+once (the tests point it at a temporary directory): `$SPECTUI_HOME/{config,data,models,cache}`.
 """
 
 from __future__ import annotations
@@ -36,6 +36,22 @@ def models_dir() -> Path:
     """Holds model files spectui builds itself (the demo pair) or links from the Hub cache."""
     home = _home_override()
     return home / "models" if home else Path(platformdirs.user_cache_dir(APP_NAME)) / "models"
+
+
+def cache_dir() -> Path:
+    """Holds what spectui can rebuild at any time (the index of models found on disk)."""
+    home = _home_override()
+    return home / "cache" if home else Path(platformdirs.user_cache_dir(APP_NAME))
+
+
+def settings_path() -> Path:
+    """The user's `config.toml` (see `spectui.settings`)."""
+    return config_dir() / "config.toml"
+
+
+def local_index_path() -> Path:
+    """Metadata and vocabulary fingerprints of local GGUFs, keyed by file identity."""
+    return cache_dir() / "local-models.json"
 
 
 def user_catalog_path() -> Path:

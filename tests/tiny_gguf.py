@@ -63,6 +63,11 @@ class TinySpec:
     eos_id: int = EOS_ID
     chat_template: str | None = CHATML_TEMPLATE
     tokens: tuple[str, ...] = tuple(vocabulary())
+    add_bos: bool = False
+    basename: str | None = None
+    """`general.basename` (the family), when set."""
+    mtp_layers: int = 0
+    """`llama.nextn_predict_layers`: declares MTP heads (metadata only; no nextn tensors)."""
 
 
 def random_weights(spec: TinySpec, seed: int, logit_scale: float = 6.0) -> dict[str, np.ndarray]:
@@ -107,6 +112,10 @@ def derive_draft(target_weights: dict[str, np.ndarray], n_layer: int = 1) -> dic
 def write_gguf(path: Path, spec: TinySpec, weights: dict[str, np.ndarray], name: str) -> Path:
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_name(name)
+    if spec.basename:
+        writer.add_basename(spec.basename)
+    if spec.mtp_layers:
+        writer.add_uint32("llama.nextn_predict_layers", spec.mtp_layers)
     writer.add_context_length(spec.context_length)
     writer.add_embedding_length(spec.n_embd)
     writer.add_block_count(spec.n_layer)
@@ -127,7 +136,7 @@ def write_gguf(path: Path, spec: TinySpec, weights: dict[str, np.ndarray], name:
     writer.add_token_merges([f"{a} {b}" for a, b in MERGES])
     writer.add_bos_token_id(BOS_ID)
     writer.add_eos_token_id(spec.eos_id)
-    writer.add_add_bos_token(False)
+    writer.add_add_bos_token(spec.add_bos)
     if spec.chat_template is not None:
         writer.add_chat_template(spec.chat_template)
     for tensor_name, tensor in weights.items():
@@ -167,3 +176,26 @@ def write_incompatible_draft(directory: Path, seed: int = 1234, swap_id: int = 1
     directory.mkdir(parents=True, exist_ok=True)
     weights = derive_draft(random_weights(spec, seed), 1)
     return write_gguf(directory / "draft-incompatible.gguf", bad, weights, "tiny-bad-draft")
+
+
+def write_model(path: Path, spec: TinySpec, seed: int = 1234, n_layer: int | None = None) -> Path:
+    """One model with `write_pair`'s weights (the first `n_layer` layers), under any name."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    weights = random_weights(spec, seed)
+    if n_layer is not None:
+        weights, spec = derive_draft(weights, n_layer), replace(spec, n_layer=n_layer)
+    return write_gguf(path, spec, weights, path.stem)
+
+
+def write_mmproj(path: Path) -> Path:
+    """A vision-projector-like GGUF (`clip` architecture, `general.type = mmproj`): not a language model."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = gguf.GGUFWriter(str(path), "clip")
+    writer.add_type("mmproj")
+    writer.add_bool("clip.has_vision_encoder", True)
+    writer.add_tensor("v.patch_embd.weight", np.zeros((8, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

@@ -20,7 +20,7 @@ from spectui.engine import gguf_file
 from spectui.engine.archs import MTP_ASSISTANT_ARCHS
 from spectui.errors import IncompatibleDraftError
 
-Metadata = dict[str, gguf_file.MetadataValue]
+Metadata = dict[str, gguf_file.MetaValue | None]
 
 
 def architecture(metadata: Metadata) -> str | None:

@@ -73,6 +73,10 @@ def format_table(rows: list[PairStatus]) -> str:
 
 
 def list_command(args: argparse.Namespace) -> int:
+    if args.local:
+        from spectui.catalog.local.commands import list_local_command
+
+        return list_local_command(args)
     from spectui.catalog.resolve import list_pairs
 
     rows = list_pairs()

@@ -72,7 +72,12 @@ def _remote_files(model: ModelFiles) -> list[RemoteFile]:
 
 
 def _adhoc_spec(spec: str, role: str) -> Path | list[RemoteFile]:
-    """A local file (an existing path) or the Hub files named by `owner/repo:file.gguf`."""
+    """A local file (an existing path or `ollama:`/`lmstudio:`/`hf:` reference) or the Hub files
+    named by `owner/repo:file.gguf`."""
+    from spectui.catalog.local.references import is_reference, resolve_reference
+
+    if is_reference(spec):
+        return resolve_reference(spec)
     local = Path(spec).expanduser()
     if local.exists():
         return local

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -26,21 +28,47 @@ def check_readable(path: Path) -> None:
         )
 
 
-# GGUF metadata value types: struct formats by type id (u8 i8 u16 i16 u32 i32 f32 bool, then
-# u64 i64 f64); 8 = string, 9 = array.
-_SCALAR_FORMATS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
-                   10: "<Q", 11: "<q", 12: "<d"}
-_SCALAR_SIZES = {vtype: struct.calcsize(fmt) for vtype, fmt in _SCALAR_FORMATS.items()}
+# GGUF metadata value types by id: struct formats of the scalars; 8 = string, 9 = array.
+_SCALAR_FORMATS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _STRING, _ARRAY = 8, 9
-MetadataValue = int | float | bool | str | None
 _DEFAULT_ALIGNMENT = 32
+_READ_BUFFER = 1 << 20
+
+MetaValue = int | float | bool | str
+
+
+@dataclass(frozen=True)
+class ArrayInfo:
+    """A metadata array, read past rather than kept: its item type and length."""
+
+    item_type: int
+    count: int
+
+
+@dataclass(frozen=True)
+class GGUFHeader:
+    """What a GGUF header says, without the tensor data: metadata and tensor totals."""
+
+    version: int
+    metadata: dict[str, MetaValue | ArrayInfo]
+    n_tensors: int
+    n_elements: int
+    """Sum of every tensor's element count (the parameters stored in this file)."""
+    data_start: int
+    data_end: int
+    """Offset after the last tensor's data, relative to `data_start`."""
+
+    @property
+    def expected_size(self) -> int:
+        return self.data_start + self.data_end
 
 
 class _Header:
     """A forward-only reader over a GGUF header (little-endian, version 2 or 3)."""
 
-    def __init__(self, f: BinaryIO) -> None:
+    def __init__(self, f: BinaryIO, file_size: int) -> None:
         self.f = f
+        self.file_size = file_size
 
     def u32(self) -> int:
         return struct.unpack("<I", self._read(4))[0]
@@ -51,24 +79,84 @@ class _Header:
     def string(self) -> bytes:
         return self._read(self.u64())
 
-    def value(self, vtype: int) -> object:
+    def value(self, vtype: int) -> MetaValue | ArrayInfo:
         if vtype == _STRING:
-            return self.string()
+            return self.string().decode("utf-8", errors="replace")
         if vtype == _ARRAY:
             item_type, count = self.u32(), self.u64()
-            if item_type in _SCALAR_SIZES:
-                self._read(_SCALAR_SIZES[item_type] * count)
+            if item_type in _SCALAR_FORMATS:
+                self._read(struct.calcsize(_SCALAR_FORMATS[item_type]) * count)
+            elif item_type == _STRING:
+                self._skip_strings(count)
             else:
                 for _ in range(count):
                     self.value(item_type)
-            return None
-        return struct.unpack(_SCALAR_FORMATS[vtype], self._read(_SCALAR_SIZES[vtype]))[0]
+            return ArrayInfo(item_type, count)
+        fmt = _SCALAR_FORMATS[vtype]
+        return struct.unpack("<" + fmt, self._read(struct.calcsize(fmt)))[0]
+
+    def _skip_strings(self, count: int) -> None:
+        """Skip `count` length-prefixed strings (a token list) with few reads and no per-item I/O."""
+        buf, pos = b"", 0
+        for _ in range(count):
+            if pos + 8 > len(buf):
+                buf, pos = buf[pos:] + self.f.read(_READ_BUFFER), 0
+            if pos + 8 > len(buf):
+                raise EOFError("header ends early")
+            (n,) = struct.unpack_from("<Q", buf, pos)
+            pos += 8 + n
+            while pos > len(buf):
+                if n > self.file_size:
+                    raise EOFError("header field longer than the file")
+                more = self.f.read(max(_READ_BUFFER, pos - len(buf)))
+                if not more:
+                    raise EOFError("header ends early")
+                buf += more
+        self.f.seek(pos - len(buf), os.SEEK_CUR)  # give back what was read past the last string
 
     def _read(self, n: int) -> bytes:
+        if n > self.file_size:  # a damaged length field: never allocate it
+            raise EOFError("header field longer than the file")
         data = self.f.read(n)
         if len(data) != n:
             raise EOFError("header ends early")
         return data
+
+
+def read_header(path: Path) -> GGUFHeader | None:
+    """The header of a GGUF file (opened read-only); None if it is not a readable GGUF header.
+
+    Arrays (the token list, merges) are skipped and only their lengths kept, so this reads the
+    header's bytes once and nothing of the tensor data.
+    """
+    from gguf.constants import GGML_QUANT_SIZES  # the block sizes of every ggml tensor type
+
+    try:
+        with path.open("rb", buffering=_READ_BUFFER) as f:
+            header = _Header(f, os.fstat(f.fileno()).st_size)
+            if header._read(4) != GGUF_MAGIC:
+                return None
+            version = header.u32()
+            n_tensors, n_kv = header.u64(), header.u64()
+            metadata: dict[str, MetaValue | ArrayInfo] = {}
+            for _ in range(n_kv):
+                key = header.string().decode("utf-8", errors="replace")
+                metadata[key] = header.value(header.u32())
+            alignment = metadata.get("general.alignment", _DEFAULT_ALIGNMENT)
+            end = elements = 0
+            for _ in range(n_tensors):
+                header.string()
+                dims = [header.u64() for _ in range(header.u32())]
+                ggml_type, offset = header.u32(), header.u64()
+                block, type_size = GGML_QUANT_SIZES[ggml_type]
+                count = math.prod(dims)
+                elements += count
+                end = max(end, offset + count // block * type_size)
+            align = alignment if isinstance(alignment, int) and alignment > 0 else _DEFAULT_ALIGNMENT
+            data_start = -(-f.tell() // align) * align
+    except (EOFError, KeyError, struct.error, OSError, ValueError):
+        return None
+    return GGUFHeader(version, metadata, n_tensors, elements, data_start, end)
 
 
 def expected_size(path: Path) -> int | None:
@@ -76,57 +164,21 @@ def expected_size(path: Path) -> int | None:
 
     A split GGUF's parts each list their own tensors, so this works per file.
     """
-    from gguf.constants import GGML_QUANT_SIZES  # the block sizes of every ggml tensor type
-
-    try:
-        with path.open("rb") as f:
-            header = _Header(f)
-            if header._read(4) != GGUF_MAGIC:
-                return None
-            header.u32()  # version
-            n_tensors, n_kv = header.u64(), header.u64()
-            alignment = _DEFAULT_ALIGNMENT
-            for _ in range(n_kv):
-                key, vtype = header.string(), header.u32()
-                value = header.value(vtype)
-                if key == b"general.alignment" and isinstance(value, int):
-                    alignment = value
-            end = 0
-            for _ in range(n_tensors):
-                header.string()
-                dims = [header.u64() for _ in range(header.u32())]
-                ggml_type, offset = header.u32(), header.u64()
-                block, type_size = GGML_QUANT_SIZES[ggml_type]
-                end = max(end, offset + math.prod(dims) // block * type_size)
-            data_start = -(-f.tell() // alignment) * alignment
-    except (EOFError, KeyError, struct.error, OSError):
-        return None
-    return data_start + end
+    header = read_header(path)
+    return None if header is None else header.expected_size
 
 
-def read_metadata(path: Path) -> dict[str, MetadataValue]:
+def read_metadata(path: Path) -> dict[str, MetaValue | None]:
     """The header's key/value pairs: numbers, booleans and strings; arrays map to None.
 
     Reads only the header (no tensor data), so it is cheap even for a 20 GB model. Raises
     `ModelLoadError` when the file is not a GGUF or its header is damaged.
     """
     check_readable(path)
-    values: dict[str, MetadataValue] = {}
-    try:
-        with path.open("rb") as f:
-            header = _Header(f)
-            header._read(4)  # magic, checked above
-            header.u32()  # version
-            header.u64()  # tensor count
-            for _ in range(header.u64()):
-                key, vtype = header.string(), header.u32()
-                value = header.value(vtype)
-                if isinstance(value, bytes):
-                    value = value.decode("utf-8", errors="replace")
-                values[key.decode("utf-8", errors="replace")] = value
-    except (EOFError, KeyError, struct.error, OSError):
-        raise ModelLoadError(f"{path.name}: its GGUF header is damaged or truncated") from None
-    return values
+    header = read_header(path)
+    if header is None:
+        raise ModelLoadError(f"{path.name}: its GGUF header is damaged or truncated")
+    return {key: None if isinstance(value, ArrayInfo) else value for key, value in header.metadata.items()}
 
 
 def diagnose(path: Path) -> str:

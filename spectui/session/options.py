@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,8 @@ class ChatOptions:
     show_timings: bool = True
     """False replaces every timing with a placeholder (deterministic screenshots and snapshots)."""
     calibration_tokens: int = 32
+    notice: str | None = None
+    """A line the app shows once at start (e.g. which draft was picked automatically)."""
 
     def draft_control(self) -> DraftControl:
         kind = None if self.drafter.kind == AUTO_KIND else self.drafter.kind
@@ -57,6 +60,8 @@ class ModelChoice:
     target: Path
     drafter: DrafterSpec
     recommended_k: DraftLength | None = None
+    notice: str | None = None
+    """A line to show once (e.g. which local draft was picked automatically)."""
 
 
 def models_from_args(args: argparse.Namespace) -> ModelChoice:
@@ -68,8 +73,15 @@ def models_from_args(args: argparse.Namespace) -> ModelChoice:
         raise SpectuiError("--draft needs --target too (or name a pair)")
     kind = args.drafter or AUTO_KIND
     if args.target:
-        target, draft = Path(args.target).expanduser(), _optional_path(args.draft)
-        choice = ModelChoice("custom", target, DrafterSpec(kind, draft, args.draft_n_gpu_layers))
+        from spectui.catalog.local import auto_draft_for, resolve_optional, resolve_reference
+
+        target, draft = resolve_reference(args.target), resolve_optional(args.draft)
+        notice = None
+        wants_model = kind == AUTO_KIND or "model" in kind.split("+")
+        if draft is None and wants_model:
+            draft, notice = auto_draft_for(target)  # the best compatible model on disk
+            print(f"spectui: {notice}", file=sys.stderr)
+        choice = ModelChoice("custom", target, DrafterSpec(kind, draft, args.draft_n_gpu_layers), notice=notice)
     else:
         from spectui.catalog import resolve_pair
 
@@ -88,9 +100,5 @@ def options_from_args(args: argparse.Namespace) -> ChatOptions:
         pair_name=choice.pair_name, target=choice.target, drafter=choice.drafter,
         k=AUTO if k is None else k, temperature=args.temperature, seed=args.seed,
         max_tokens=args.max_tokens or DEFAULT_MAX_TOKENS, n_ctx=args.ctx, threads=args.threads,
-        n_gpu_layers=args.n_gpu_layers, system=args.system, resume=args.resume,
+        n_gpu_layers=args.n_gpu_layers, system=args.system, resume=args.resume, notice=choice.notice,
     )
-
-
-def _optional_path(value: str | None) -> Path | None:
-    return Path(value).expanduser() if value else None

@@ -42,7 +42,7 @@ from spectui.ui.messages import (
     ReplyPurpose,
     ReplyUpdate,
 )
-from spectui.ui.pairs import PairCommands
+from spectui.ui.pairs import LocalPairCommands, PairCommands
 from spectui.ui.stats_panel import StatsPanel, describe_drafter, describe_k, low_acceptance_advice
 from spectui.ui.workers import EngineWorkers
 
@@ -50,7 +50,7 @@ from spectui.ui.workers import EngineWorkers
 class SpectuiApp(Controls, EngineWorkers, App[int]):
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "spectui"
-    COMMANDS = App.COMMANDS | {PairCommands}
+    COMMANDS = App.COMMANDS | {PairCommands, LocalPairCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f2", "k_down", "K-"),
         Binding("f3", "k_up", "K+"),
@@ -104,6 +104,8 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         if self.options.resume:
             await self.resume_last_chat()
         self.query_one("#prompt", Input).focus()
+        if self.options.notice:
+            await self.note(self.options.notice)
         self.start_loading(self.options)
 
     def on_unmount(self) -> None:

@@ -1,7 +1,9 @@
-"""The pair picker: a command-palette provider listing catalog pairs with pulled status and size.
+"""The pair picker: command-palette providers for catalog pairs and for models already on disk.
 
 Choosing a pulled pair loads it; choosing one that is not pulled downloads it in the app (the
 same pull code as `spectui pull`, progress in the status bar), checks it, then loads it.
+`LocalPairCommands` lists each local model (Ollama, LM Studio, HF cache, config folders) with
+its automatic draft (`spectui.catalog.local`); choosing one loads that pair.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from spectui.errors import SpectuiError
 
 if TYPE_CHECKING:
     from spectui.catalog import PairStatus
+    from spectui.catalog.local import Pairing
 
 
 def pair_display(pair: PairStatus) -> Text:
@@ -57,3 +60,58 @@ class PairCommands(Provider):
                 yield Hit(score, matcher.highlight(label), self._command(pair), text=label,
                           help=f"{pair.size_gb:.1f} GB · {'pulled' if pair.pulled else 'not pulled'}"
                           f" · {pair.description}")
+
+
+def local_pairings() -> list[Pairing]:
+    """Every local model as a target with its automatic drafts (cached: fast after the first)."""
+    from spectui.catalog.local import discover, pair_all
+    from spectui.catalog.local.index import LocalIndex
+
+    index = LocalIndex()
+    try:
+        return pair_all(discover(index=index), index)
+    finally:
+        index.save()
+
+
+def local_label(pairing: Pairing) -> str:
+    best = pairing.best
+    return f"local {pairing.target.reference} + {best.model.reference if best else 'no draft'}"
+
+
+class LocalPairCommands(Provider):
+    """`local REF + DRAFT` entries: a model on disk with its best draft; selecting one loads them."""
+
+    async def startup(self) -> None:
+        try:
+            self.pairings: list[Pairing] = await asyncio.to_thread(local_pairings)
+        except SpectuiError as error:
+            self.pairings = []
+            self.app.notify(str(error), severity="error")
+
+    def _command(self, pairing: Pairing) -> Callable[[], None]:
+        from spectui.ui.messages import PairReady
+
+        target, best = pairing.target, pairing.best
+        draft = best.model.path if best else None
+        return lambda: self.app.post_message(PairReady(target.reference, target.path, draft, None))
+
+    def _help(self, pairing: Pairing) -> str:
+        if pairing.best is not None:
+            return f"draft {pairing.best.describe()} · {len(pairing.refused)} refused"
+        refused = [r for r in pairing.refused if not r.larger]
+        return f"no compatible draft on disk ({refused[0].reason})" if refused else "no smaller model on disk"
+
+    async def discover(self) -> Hits:
+        for pairing in self.pairings:
+            label = local_label(pairing)
+            yield DiscoveryHit(label, self._command(pairing), text=label, help=self._help(pairing))
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for pairing in self.pairings:
+            label = local_label(pairing)
+            score = matcher.match(label)
+            if score > 0:
+                yield Hit(score, matcher.highlight(label), self._command(pairing), text=label,
+                          help=self._help(pairing))

@@ -1,0 +1,130 @@
+"""`spectui list --local` and `spectui pair add NAME --target REF --draft REF`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from spectui.catalog.local.discover import Discovery, LocalModel
+from spectui.catalog.local.pairing import Pairing
+from spectui.errors import CatalogError, IncompatibleDraftError
+
+
+def _size(size: int) -> str:
+    return f"{size / 1e9:.1f} GB" if size >= 1e8 else f"{size / 1e6:.1f} MB"
+
+
+def _params(n: int) -> str:
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f}{unit}"
+    return str(n)
+
+
+def model_rows(models: list[LocalModel]) -> str:
+    header = ("MODEL", "SOURCE", "ARCH", "PARAMS", "QUANT", "SIZE", "CONTEXT", "MTP")
+    body = [(m.reference, m.source, m.info.arch, _params(m.parameters), m.info.quantization, _size(m.size),
+             str(m.info.context_length or "?"), str(m.info.mtp_layers) if m.info.mtp_layers else "-")
+            for m in models]
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+                     for row in [header, *body])
+
+
+def worth_showing(pairing: Pairing) -> bool:
+    """A target with no smaller model on disk, no MTP heads and nothing to pull is left out."""
+    smaller = any(not r.larger for r in pairing.refused)
+    return bool(pairing.drafts or smaller or pairing.mtp_layers or pairing.suggestion)
+
+
+def pairing_lines(pairing: Pairing) -> list[str]:
+    lines = [pairing.target.reference]
+    if pairing.mtp_layers:
+        lines.append(f"  MTP heads: {pairing.mtp_layers} layer(s) in the file, no separate draft needed")
+    for i, draft in enumerate(pairing.drafts):
+        lines.append(f"  {'draft:' if i == 0 else '      '} {draft.describe()}")
+    for refusal in pairing.refused:
+        if not refusal.larger:
+            lines.append(f"  refused: {refusal.model.reference}: {refusal.reason}")
+    if not pairing.drafts:
+        smaller = [r for r in pairing.refused if not r.larger]
+        lines.append("  no compatible draft on disk" if smaller else "  no smaller model on disk")
+        if pairing.suggestion:
+            lines.append(f"  {pairing.suggestion}")
+    return lines
+
+
+def format_local(found: Discovery, pairings: list[Pairing]) -> str:
+    if not found.models:
+        out = ["no GGUF language models found (Ollama, LM Studio, the Hugging Face cache, local_model_dirs)"]
+    else:
+        out = [model_rows(found.models), ""]
+        for pairing in pairings:
+            if worth_showing(pairing):
+                out += pairing_lines(pairing)
+    if found.skipped:
+        out += ["", f"skipped {len(found.skipped)}:"]
+        out += [f"  {p.where}: {p.reason}" for p in found.skipped]
+    return "\n".join(out)
+
+
+def list_local_command(args: argparse.Namespace) -> int:
+    from spectui import paths
+    from spectui.catalog.local.discover import discover
+    from spectui.catalog.local.index import LocalIndex
+    from spectui.catalog.local.pairing import pair_all
+
+    index = LocalIndex()
+    try:
+        found = discover(index=index)
+        pairings = pair_all(found, index)
+    finally:
+        index.save()
+    if args.json:
+        print(json.dumps({
+            "models": [m.as_json() for m in found.models],
+            "pairings": [p.as_json() for p in pairings],
+            "skipped": [p.as_json() for p in found.skipped],
+        }, indent=2))
+    else:
+        print(format_local(found, pairings))
+        print(f"\nmore folders: local_model_dirs in {paths.settings_path()}; "
+              "use one: spectui chat --target REF (the draft is picked automatically)")
+    return 0
+
+
+def add_local_pair(name: str, target_ref: str, draft_ref: str) -> tuple[Path, Path]:
+    """Record a pair of files already on disk under `name` (never owned: `rm` deletes nothing)."""
+    from spectui.catalog import record
+    from spectui.catalog.loader import load_catalog
+    from spectui.catalog.local.references import resolve_reference
+    from spectui.catalog.pull import check_complete
+    from spectui.catalog.schema import PAIR_NAME, split_parts
+    from spectui.engine.compat import check_compatible_files
+
+    if not PAIR_NAME.match(name):
+        raise CatalogError(f"pair name {name!r} must be lower case letters, digits, '.', '_', '-'")
+    if name in load_catalog():
+        raise CatalogError(f"{name} is a catalog pair; pick another name (see `spectui list`)")
+    models = []
+    for ref in (target_ref, draft_ref):
+        first = resolve_reference(ref).absolute()
+        files = [first.with_name(part) for part in split_parts(first.name)]
+        models.append([record.PulledFile(path=str(f), size=check_complete(f), owned=False) for f in files])
+    target, draft = Path(models[0][0].path), Path(models[1][0].path)
+    try:
+        check_compatible_files(target, draft)
+    except IncompatibleDraftError as error:
+        raise IncompatibleDraftError(f"pair {name} was not saved: {error}") from None
+    pair = record.PulledPair(target=models[0], draft=models[1], adhoc=True, pulled_at=record.now(),
+                             description=f"local pair: {target_ref} + {draft_ref}")
+    record.add_pair(name, pair)
+    return target, draft
+
+
+def pair_command(args: argparse.Namespace) -> int:
+    target, draft = add_local_pair(args.name, args.target, args.draft)
+    print(f"saved pair {args.name}\n  target: {target}\n  draft:  {draft}")
+    print(f"run: spectui chat {args.name}   (spectui rm {args.name} forgets it and deletes no file)")
+    return 0
