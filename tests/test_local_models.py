@@ -230,7 +230,8 @@ def test_chat_options_pick_the_best_local_draft_and_say_so(stores: Layout, capsy
     assert options.notice in capsys.readouterr().err
     explicit = options_from_args(build_parser().parse_args(
         ["chat", "--target", "ollama:tiny", "--draft", "hf:owner/tiny-GGUF:tiny-draft-q.gguf"]))
-    assert explicit.drafter.draft is not None and explicit.drafter.draft.parent.name == COMMIT and explicit.notice is None
+    draft = explicit.drafter.draft
+    assert draft is not None and draft.parent.name == COMMIT and explicit.notice is None
 
 
 def test_bench_end_to_end_through_an_ollama_reference(stores: Layout, capsys) -> None:

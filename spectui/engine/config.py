@@ -34,6 +34,9 @@ class GenerationConfig:
     max_tokens: int = 512
     stop: tuple[str, ...] = ()
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    baseline_probe: int = 0
+    """Decode this many tokens after the first with speculation off, timed apart: a baseline
+    measured under this moment's conditions, at no extra cost (the reply is the same)."""
 
 
 class DraftControl:

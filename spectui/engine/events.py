@@ -42,6 +42,8 @@ class CycleStats:
     seconds: float
     source: str = ""
     """The drafter that proposed (`model`, `ngram`, …); empty when none did."""
+    probe: bool = False
+    """A baseline probe: decoded with speculation off and timed apart (see GenerationConfig)."""
 
 
 @dataclass
@@ -69,6 +71,9 @@ class GenerationStats:
     decode_tokens: int = 0
     """Tokens produced by decode cycles (all but the first)."""
     decode_seconds: float = 0.0
+    probe_tokens: int = 0
+    """Tokens of the baseline probe at the start of the reply (not in the decode figures)."""
+    probe_seconds: float = 0.0
     drafted: int = 0
     accepted: int = 0
     target_passes: int = 0
@@ -79,6 +84,10 @@ class GenerationStats:
 
     def add_cycle(self, cycle: CycleStats) -> None:
         self.generated_tokens += cycle.emitted
+        if cycle.probe:
+            self.probe_tokens += cycle.emitted
+            self.probe_seconds += cycle.seconds
+            return
         self.decode_tokens += cycle.emitted
         self.decode_seconds += cycle.seconds
         self.drafted += cycle.drafted
@@ -105,6 +114,11 @@ class GenerationStats:
     def decode_tps(self) -> float:
         """Decoding speed: tokens after the first per second (the prompt pass is separate)."""
         return self.decode_tokens / self.decode_seconds if self.decode_seconds > 0 else 0.0
+
+    @property
+    def probe_tps(self) -> float:
+        """Speed of the baseline probe: the target alone, measured just now."""
+        return self.probe_tokens / self.probe_seconds if self.probe_seconds > 0 else 0.0
 
     @property
     def prompt_tps(self) -> float:

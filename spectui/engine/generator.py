@@ -139,16 +139,18 @@ class _Reply:
                 break
             if self.target.room() < 1:
                 raise ContextFullError.of(self.target.n_ctx)
-            drafter, budget = self._plan(control)
+            probe = self.stats.probe_tokens < self.config.baseline_probe
+            drafter, budget = self._plan(control, probe)
             step = speculative_step(self.target, drafter, context, budget, self.cfg, self.rng)
-            self.auto.observe(step)
+            if not probe:
+                self.auto.observe(step)
             context.extend(step.tokens)
             source = step.proposal.source
             pieces, reason, emitted = self._accept(step.tokens, step.accepted, source or TARGET)
             yield from pieces
             k = budget.given.get(source, max(budget.given.values(), default=0))
             cycle = CycleStats(k, step.drafted, step.accepted, emitted,
-                               step.draft_seconds + step.verify_seconds, source)
+                               step.draft_seconds + step.verify_seconds, source, probe)
             self.stats.add_cycle(cycle)
             yield Progress(cycle, self.stats.snapshot())
         yield from self.finish(reason)
@@ -164,10 +166,10 @@ class _Reply:
         self.stats.prompt_seconds = time.perf_counter() - start
         return first
 
-    def _plan(self, control: DraftControl) -> tuple[Drafter | None, CappedBudget]:
+    def _plan(self, control: DraftControl, probe: bool) -> tuple[Drafter | None, CappedBudget]:
         """This cycle's drafter and budget: the user's K or auto's, never past max_tokens or the
-        context, nor past what the drafter can propose."""
-        wanted = control.effective_k()
+        context, nor past what the drafter can propose; none during a baseline probe."""
+        wanted = 0 if probe else control.effective_k()
         drafter = self.generator.drafter(control.drafter) if wanted != 0 else None
         remaining = self.config.max_tokens - len(self.tokens) - 1
         cap = min(remaining, self.target.room() - 1, drafter.max_k if drafter else 0)
