@@ -15,7 +15,7 @@ from spectui import __version__
 from spectui.errors import SpectuiError
 
 Command = Callable[[argparse.Namespace], int]
-COMMANDS = ("chat", "bench", "pull", "list", "rm")
+COMMANDS = ("chat", "bench", "pull", "list", "rm", "worker")
 PAIR_HELP = "a pair from `spectui list` (default: the last pulled pair, else the demo pair)"
 
 
@@ -52,6 +52,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--draft-n-gpu-layers", type=int, default=None, help="draft layers to offload (default: as --n-gpu-layers)"
     )
+    parser.add_argument("--rpc", default=None, metavar="HOST:PORT[,...]",
+                        help="put the target's layers on `spectui worker`s there; the draft stays here")
+    parser.add_argument("--tensor-split", default=None, metavar="P1,P2,...",
+                        help="with --rpc: share of the target per worker (default: by their free memory)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     rm = sub.add_parser("rm", help="forget a pulled pair and delete files only it uses")
     rm.add_argument("pair")
+
+    from spectui.worker import add_worker_parser
+
+    add_worker_parser(sub)
     return parser
 
 
@@ -100,6 +108,10 @@ def _command(name: str) -> Command:
         from spectui.bench import bench_command
 
         return bench_command
+    if name == "worker":
+        from spectui.worker import worker_command
+
+        return worker_command
     from spectui.catalog import commands
 
     return {"pull": commands.pull_command, "list": commands.list_command, "rm": commands.rm_command}[name]

@@ -37,3 +37,11 @@ class CatalogError(SpectuiError):
 
 class PullError(SpectuiError):
     """Downloading a pair failed (gated repo, missing file, no disk space, network)."""
+
+
+class RpcError(SpectuiError):
+    """llama.cpp's RPC backend is missing, or a worker is unreachable, refuses or speaks another protocol."""
+
+
+class WorkerLostError(RpcError):
+    """A worker stopped answering while it held part of the target; the model must be loaded again."""

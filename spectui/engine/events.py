@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-StopReason = Literal["eos", "stop", "length", "context", "cancelled"]
+StopReason = Literal["eos", "stop", "length", "context", "cancelled", "worker"]
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class Finished:
     tokens: tuple[int, ...]
     text: str
     message: str = ""
-    """For reason == 'context': what happened and what to do, for the user."""
+    """For reason == 'context' or 'worker' (an RPC worker died): what happened and what to do."""
 
 
 Event = TextPiece | Progress | Finished

@@ -21,9 +21,11 @@ from spectui.engine.drafters.base import Proposer
 from spectui.engine.drafters.model import DraftModelProposer
 from spectui.engine.events import CycleStats, Event, Finished, GenerationStats, Progress, StopReason
 from spectui.engine.model import LlamaModel, ProgressCallback
+from spectui.engine.rpc import RpcCluster
+from spectui.engine.rpc import connect as connect_rpc
 from spectui.engine.speculative import pick, speculative_step
 from spectui.engine.textstream import TextStream
-from spectui.errors import ContextFullError, UnsupportedModelError
+from spectui.errors import ContextFullError, UnsupportedModelError, WorkerLostError
 
 
 def context_full_message(n_ctx: int) -> str:
@@ -64,6 +66,8 @@ class Generator:
             yield from reply.run(list(prompt), control, cancelled)
         except ContextFullError:
             yield from reply.finish("context", context_full_message(self.target.n_ctx))
+        except WorkerLostError as error:
+            yield from reply.finish("worker", str(error))
 
 
 class _Reply:
@@ -164,16 +168,27 @@ def load_generator(
     draft_n_gpu_layers: int | None = None,
     n_threads: int | None = None,
     progress: ProgressCallback | None = None,
+    rpc: str | RpcCluster | None = None,
+    tensor_split: Sequence[float] | None = None,
 ) -> Generator:
     """Load target and draft, check they are compatible, and return a ready `Generator`.
 
     `progress` receives 0..1 over both loads (the target is most of the work).
+    `rpc` (`HOST:PORT[,...]`) puts the target's layers on those `spectui worker`s, shared by
+    `tensor_split` or else by their free memory; the draft stays on this machine.
     """
     def part(lo: float, hi: float) -> ProgressCallback | None:
         return None if progress is None else (lambda f: progress(lo + (hi - lo) * f))
 
-    target = LlamaModel.load(target_path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers,
-                             n_threads=n_threads, progress=part(0.0, 0.8 if draft_path else 1.0))
+    if isinstance(rpc, str):
+        rpc = connect_rpc(rpc, tensor_split=tensor_split)
+    try:
+        target = LlamaModel.load(target_path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, n_threads=n_threads,
+                                 progress=part(0.0, 0.8 if draft_path else 1.0), rpc=rpc)
+    except Exception:
+        if rpc is not None:
+            rpc.close()
+        raise
     if draft_path is None:
         return Generator(target)
     try:
