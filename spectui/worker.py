@@ -13,8 +13,11 @@ import ctypes
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
+import time
+from collections.abc import Sequence
 
 from spectui.errors import RpcError
 
@@ -110,3 +113,27 @@ def _exit_now(line: str, code: int) -> None:
     sys.stdout.flush()
     ctypes.CDLL(None).fflush(None)
     os._exit(code)
+
+
+def spawn(host: str, port: int, *, threads: int | None = None, wrapper: Sequence[str] = (),
+          timeout: float = 60.0) -> subprocess.Popen[str]:
+    """Start `python -m spectui worker` (inside `wrapper`, e.g. `ip netns exec NS`) and wait until
+    it answers a handshake; its stderr is a pipe (one status line, then llama.cpp's errors)."""
+    from spectui.engine import rpc_wire
+
+    command = [*wrapper, sys.executable, "-m", "spectui", "worker", "--host", host, "--port", str(port)]
+    if threads:
+        command += ["--threads", str(threads)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    endpoint = rpc_wire.Endpoint(host, port)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            rpc_wire.probe(endpoint, timeout=2.0)
+            return process
+        except RpcError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                _, err = process.communicate()
+                raise RpcError(f"worker on {endpoint} did not start: {err.strip()[-300:]}") from None
+            time.sleep(0.1)

@@ -14,7 +14,6 @@ import struct
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -24,6 +23,7 @@ from spectui.engine.config import AUTO, DraftControl, GenerationConfig, Sampling
 from spectui.engine.events import Finished, Progress
 from spectui.engine.generator import Generator, load_generator
 from spectui.errors import RpcError
+from spectui.worker import spawn
 
 pytestmark = pytest.mark.skipif(not rpc.rpc_available(), reason="llama-cpp-python built without GGML_RPC")
 PROMPT = "The story of the wind"
@@ -36,25 +36,12 @@ def free_port() -> int:
 
 
 class Worker:
-    """A `spectui worker` subprocess on a free 127.0.0.1 port, ready once it answers HELLO."""
+    """A `spectui worker` subprocess on a free port, ready once it answers a handshake."""
 
-    def __init__(self, *extra: str, host: str = "127.0.0.1") -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         self.port = free_port()
         self.endpoint = f"{host}:{self.port}"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "spectui", "worker", "--host", host, "--port", str(self.port),
-             "--threads", "1", *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                rpc_wire.probe(rpc_wire.parse_endpoint(self.endpoint), timeout=2)
-                return
-            except RpcError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"worker did not start: {self.process.stderr.read()}") from None
-                time.sleep(0.1)
+        self.process = spawn(host, self.port, threads=1)
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -102,7 +89,7 @@ def test_the_target_is_split_over_both_workers_and_the_draft_stays_local(remote)
     assert remote.proposer.model.rpc is None
     # Equal free memory: llama.cpp gives 3 of the 4 layers to the first device, 1 and the output
     # layer to the second (src/llama-model.cpp:1557-1600).
-    assert rpc.assign_layers(4, [d.free_bytes for d in cluster.devices]) == [3, 1]
+    assert [layers for _, layers in cluster.layer_plan(remote.target.n_layer)] == [3, 1]
 
 
 @pytest.mark.parametrize("k", [0, 3, AUTO])
@@ -168,6 +155,7 @@ def test_tensor_split_puts_every_layer_on_the_first_worker(tiny_pair, workers, l
         traffic = gen.target.rpc.traffic() - before
         assert finished.tokens == reply(local, 0)[0].tokens
         assert traffic.by_command["GET_TENSOR"] == decodes["with_logits"]
+        assert [layers for _, layers in gen.target.rpc.layer_plan(gen.target.n_layer)] == [4, 0]
     finally:
         gen.close()
 

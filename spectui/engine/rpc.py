@@ -42,6 +42,7 @@ class _Ggml:
         self.dev_name = _fn(base.ggml_backend_dev_name, c, [p])
         self.dev_description = _fn(base.ggml_backend_dev_description, c, [p])
         self.dev_type = _fn(base.ggml_backend_dev_type, ctypes.c_int, [p])
+        self.dev_memory = _fn(base.ggml_backend_dev_memory, None, [p, ctypes.POINTER(s), ctypes.POINTER(s)])
         self.dev_count = _fn(core.ggml_backend_dev_count, s, [])
         self.dev_get = _fn(core.ggml_backend_dev_get, p, [s])
 
@@ -126,6 +127,21 @@ class RpcCluster:
             split = (ctypes.c_float * llama_cpp.llama_max_devices())(*self.tensor_split)
             params.tensor_split = split
             self._keep_alive.append(split)
+
+    def layer_plan(self, n_layer: int) -> list[tuple[str, int]]:
+        """(device name, repeating layers) as llama.cpp places a fully offloaded model: by
+        --tensor-split, else by free memory as reported at connect time; local GPUs last."""
+        ggml = require_rpc()
+        names = [d.name for d in self.devices]
+        weights = [float(d.free_bytes) for d in self.devices]
+        for pointer in local_gpu_devices():
+            free, total = ctypes.c_size_t(), ctypes.c_size_t()
+            ggml.dev_memory(pointer, ctypes.byref(free), ctypes.byref(total))
+            names.append(ggml.dev_name(pointer).decode())
+            weights.append(float(free.value))
+        if self.tensor_split:
+            weights = [*self.tensor_split, *[0.0] * (len(names) - len(self.tensor_split))]
+        return list(zip(names, assign_layers(n_layer, weights), strict=True))
 
     def check(self) -> None:
         """Raise `WorkerLostError` once any worker stopped answering."""
