@@ -7,7 +7,7 @@ llama.cpp connects to the relay instead of the worker; the relay forwards every 
 * can add a fixed latency to every answer, to measure what a slower network would cost;
 * keeps the process alive when the worker dies. llama.cpp aborts the process on any failed
   send or receive (`RPC_STATUS_ASSERT` -> GGML_ABORT, ggml/src/ggml-rpc/ggml-rpc.cpp:35 and
-  `rpc_dispatcher::work`, :556-571). The relay instead notes the loss and answers llama.cpp's
+  `rpc_dispatcher::work`, :557-575). The relay instead notes the loss and answers llama.cpp's
   remaining commands with well-formed dummies (`rpc_wire.fake_response`); spectui checks
   `lost` after every decode and throws those results away.
 """
@@ -37,7 +37,7 @@ from spectui.engine.rpc_wire import (
 CHUNK = 1 << 20
 _used_ports: set[int] = set()
 """Relay ports handed to llama.cpp in this process: llama.cpp caches registries, buffer types
-and allocation sizes by endpoint string forever (ggml-rpc.cpp:1087-1117, :2338-2345), so a new
+and allocation sizes by endpoint string forever (ggml-rpc.cpp:1089-1117, :2338-2345), so a new
 relay must never reuse an old relay's address."""
 
 
@@ -181,7 +181,7 @@ class Relay:
 
 
 class _Reader:
-    """Buffered reads: llama.cpp writes a message in three small sends (ggml-rpc.cpp:296-310);
+    """Buffered reads: llama.cpp writes a message in three small sends (ggml-rpc.cpp:309-322);
     reading them in one recv keeps the relay's cost per message low. `on_block` runs before
     every recv that may wait."""
 

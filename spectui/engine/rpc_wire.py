@@ -1,11 +1,11 @@
 """llama.cpp's RPC wire protocol, the part spectui needs to talk to a worker itself.
 
 Every message the client sends is `| cmd: u8 | size: u64 | payload |`; commands that answer get
-`| size: u64 | payload |` back, the others get nothing (ggml/src/ggml-rpc/ggml-rpc.cpp:285-320).
+`| size: u64 | payload |` back, the others get nothing (ggml/src/ggml-rpc/ggml-rpc.cpp:307-340).
 A connection opens with HELLO, whose answer carries the server's protocol version
-(ggml-rpc.cpp:326-345). spectui speaks this much itself so that it can check a worker *before*
-llama.cpp connects: llama.cpp aborts the whole process on a refused connection or a version
-mismatch (GGML_ABORT in `rpc_dispatcher::start`, ggml-rpc.cpp:535-552).
+(`negotiate_hello`, ggml-rpc.cpp:347-365). spectui speaks this much itself so that it can check
+a worker *before* llama.cpp connects: llama.cpp aborts the whole process on a refused connection
+or a version mismatch (GGML_ABORT in `rpc_dispatcher::start`, ggml-rpc.cpp:535-555).
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from spectui.errors import RpcError
 PROTOCOL_VERSION = (7, 0, 0)
 """RPC_PROTO_{MAJOR,MINOR,PATCH}_VERSION of the llama.cpp in llama-cpp-python 0.3.36
 (ggml/include/ggml-rpc.h:7-9); no function exports it. A server is compatible when its major
-equals ours and its minor is not newer (`negotiate_hello`, ggml-rpc.cpp:336)."""
+equals ours and its minor is not newer (`negotiate_hello`, ggml-rpc.cpp:356)."""
 CONN_CAPS_SIZE = 24
 """Transport capabilities in HELLO (RDMA queue pair numbers; zero = plain TCP), transport.h:11."""
 DEFAULT_PORT = 50052
 
 
 class Cmd(IntEnum):
-    """`enum rpc_cmd`, ggml-rpc.cpp:60-80 (HELLO is fixed at 14 across versions)."""
+    """`enum rpc_cmd`, ggml-rpc.cpp:61-81 (HELLO is fixed at 14 across versions)."""
 
     ALLOC_BUFFER = 0
     GET_ALIGNMENT = 1
@@ -69,7 +69,7 @@ does not wait for them (`rpc_serve_client`, ggml-rpc.cpp:1820-2085)."""
 
 @dataclass(frozen=True)
 class Endpoint:
-    """One worker address, `HOST:PORT` as llama.cpp parses it (`parse_endpoint`, ggml-rpc.cpp:271)."""
+    """One worker address, `HOST:PORT` as llama.cpp parses it (`parse_endpoint`, ggml-rpc.cpp:293)."""
 
     host: str
     port: int
