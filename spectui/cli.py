@@ -37,6 +37,17 @@ def parse_k_list(value: str) -> list[int | str]:
     return [parse_k(part.strip()) for part in value.split(",") if part.strip()]
 
 
+def parse_tensor_split(value: str) -> list[float]:
+    """`3,1`: proportions of the target per device, workers first (in --rpc order), then GPUs."""
+    try:
+        shares = [float(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        shares = []
+    if not shares or any(share < 0 for share in shares) or sum(shares) <= 0:
+        raise argparse.ArgumentTypeError(f"--tensor-split needs non-negative shares such as 3,1, not {value!r}")
+    return shares
+
+
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by `chat` and `bench`: which models, and how to run them."""
     parser.add_argument("--target", help="path to the target GGUF (instead of a pair)")
@@ -54,7 +65,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--rpc", default=None, metavar="HOST:PORT[,...]",
                         help="put the target's layers on `spectui worker`s there; the draft stays here")
-    parser.add_argument("--tensor-split", default=None, metavar="P1,P2,...",
+    parser.add_argument("--tensor-split", type=parse_tensor_split, default=None, metavar="P1,P2,...",
                         help="with --rpc: share of the target per worker (default: by their free memory)")
 
 

@@ -276,3 +276,14 @@ def test_relay_answers_for_a_dead_worker_with_well_formed_dummies():
     assert rpc_wire.fake_response(rpc_wire.Cmd.GET_TENSOR, get[9:]) == struct.pack("<Q", 24) + bytes(24)
     hello = rpc_wire.fake_response(rpc_wire.Cmd.HELLO, b"")
     assert hello[8:11] == bytes(rpc_wire.PROTOCOL_VERSION)
+
+
+def test_rpc_options_parse_for_chat_and_bench():
+    from spectui.cli import build_parser, with_default_command
+
+    parser = build_parser()
+    args = parser.parse_args(with_default_command(["--rpc", "10.0.0.2:50052,10.0.0.3:50052", "--tensor-split", "3,1"]))
+    assert (args.command, args.rpc, args.tensor_split) == ("chat", "10.0.0.2:50052,10.0.0.3:50052", [3.0, 1.0])
+    assert parser.parse_args(["bench", "--rpc", "h:1"]).rpc == "h:1"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["bench", "--tensor-split", "1,-1"])

@@ -42,9 +42,12 @@ def _init_backend() -> None:
 
 
 def gpu_offload_available() -> bool:
-    """True when the installed llama.cpp was built with a GPU backend."""
+    """True when llama.cpp has a GPU on this machine. Not `llama_supports_gpu_offload`: that is
+    also true for a CPU-only build with the RPC backend (src/llama.cpp:102-109)."""
+    from spectui.engine.rpc import local_gpu_devices
+
     _init_backend()
-    return bool(llama_cpp.llama_supports_gpu_offload())
+    return bool(local_gpu_devices())
 
 
 class LlamaModel:

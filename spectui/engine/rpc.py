@@ -30,13 +30,11 @@ REBUILD_COMMAND = (
 DEV_TYPE_CPU, DEV_TYPE_GPU, DEV_TYPE_IGPU, DEV_TYPE_ACCEL = 0, 1, 2, 3  # ggml-backend.h:134-145
 
 
-class _Ggml:
-    """The ggml functions spectui calls, with their C signatures."""
+class _Devices:
+    """ggml's device functions (libggml-base, libggml), there in every build."""
 
-    def __init__(self, rpc: ctypes.CDLL, base: ctypes.CDLL, core: ctypes.CDLL) -> None:
+    def __init__(self, base: ctypes.CDLL, core: ctypes.CDLL) -> None:
         p, s, c = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
-        self.add_server = _fn(rpc.ggml_backend_rpc_add_server, p, [c])
-        self.start_server = _fn(rpc.ggml_backend_rpc_start_server, None, [c, c, s, s, ctypes.POINTER(p)])
         self.reg_dev_count = _fn(base.ggml_backend_reg_dev_count, s, [p])
         self.reg_dev_get = _fn(base.ggml_backend_reg_dev_get, p, [p, s])
         self.dev_name = _fn(base.ggml_backend_dev_name, c, [p])
@@ -47,23 +45,46 @@ class _Ggml:
         self.dev_get = _fn(core.ggml_backend_dev_get, p, [s])
 
 
+class _Ggml(_Devices):
+    """The device functions and ggml-rpc.h's, with their C signatures."""
+
+    def __init__(self, rpc: ctypes.CDLL, base: ctypes.CDLL, core: ctypes.CDLL) -> None:
+        super().__init__(base, core)
+        p, s, c = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
+        self.add_server = _fn(rpc.ggml_backend_rpc_add_server, p, [c])
+        self.start_server = _fn(rpc.ggml_backend_rpc_start_server, None, [c, c, s, s, ctypes.POINTER(p)])
+
+
 def _fn(fn: ctypes._CFuncPtr, restype: object, argtypes: list[object]) -> ctypes._CFuncPtr:
     fn.restype = restype
     fn.argtypes = argtypes
     return fn
 
 
-@functools.cache
-def _ggml() -> _Ggml | None:
-    """The libraries beside llama-cpp-python's libllama; None when libggml-rpc is not there."""
+def _load(*names: str) -> list[ctypes.CDLL] | None:
+    """Libraries beside llama-cpp-python's libllama; None when one is not there."""
     import llama_cpp
     from llama_cpp._ctypes_extensions import load_shared_library
 
     lib_dir = Path(llama_cpp.__file__).parent / "lib"
     try:
-        libs = [load_shared_library(name, lib_dir) for name in ("ggml-rpc", "ggml-base", "ggml")]
-        return _Ggml(*libs)
-    except (OSError, RuntimeError, AttributeError):
+        return [load_shared_library(name, lib_dir) for name in names]
+    except (OSError, RuntimeError):
+        return None
+
+
+@functools.cache
+def _devices() -> _Devices | None:
+    libs = _load("ggml-base", "ggml")
+    return _Devices(*libs) if libs else None
+
+
+@functools.cache
+def _ggml() -> _Ggml | None:
+    libs = _load("ggml-rpc", "ggml-base", "ggml")
+    try:
+        return _Ggml(*libs) if libs else None
+    except AttributeError:  # a libggml-rpc without the functions spectui calls
         return None
 
 
@@ -131,7 +152,7 @@ class RpcCluster:
     def layer_plan(self, n_layer: int) -> list[tuple[str, int]]:
         """(device name, repeating layers) as llama.cpp places a fully offloaded model: by
         --tensor-split, else by free memory as reported at connect time; local GPUs last."""
-        ggml = require_rpc()
+        ggml = _devices()
         names = [d.name for d in self.devices]
         weights = [float(d.free_bytes) for d in self.devices]
         for pointer in local_gpu_devices():
@@ -218,24 +239,16 @@ def _register(ggml: _Ggml, relay: Relay, info: WorkerInfo) -> list[tuple[int, Rp
 
 
 def local_gpu_devices() -> list[int]:
-    """This machine's GPUs as llama.cpp would pick them by default (src/llama.cpp:222-285)."""
-    ggml = _ggml()
+    """This machine's GPUs as llama.cpp would pick them by default (src/llama.cpp:222-285).
+
+    Unlike `llama_supports_gpu_offload`, which is also true for a CPU-only build with RPC
+    (src/llama.cpp:102-109), this lists real local devices only."""
+    ggml = _devices()
     if ggml is None:
         return []
     found = [ggml.dev_get(i) for i in range(ggml.dev_count())]
     gpus = [d for d in found if ggml.dev_type(d) == DEV_TYPE_GPU]
     return gpus or [d for d in found if ggml.dev_type(d) == DEV_TYPE_IGPU]
-
-
-def parse_tensor_split(text: str) -> list[float]:
-    """`3,1` -> [3.0, 1.0]: proportions per device, workers first (in --rpc order), then GPUs."""
-    try:
-        values = [float(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        values = []
-    if not values or any(v < 0 for v in values) or sum(values) <= 0:
-        raise RpcError(f"--tensor-split needs non-negative proportions such as 3,1, not {text!r}")
-    return values
 
 
 def assign_layers(n_layer: int, weights: Sequence[float]) -> list[int]:
