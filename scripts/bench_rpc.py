@@ -39,7 +39,7 @@ from spectui.cli import parse_k_list
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished
 from spectui.engine.generator import Generator, load_generator
-from spectui.worker import spawn
+from spectui.worker import WorkerProcess, spawn
 
 NETNS_HOST, NETNS_PEER = "10.231.0.1", "10.231.0.2"
 
@@ -55,18 +55,14 @@ def free_port() -> int:
 @contextmanager
 def workers(count: int, threads: int, host: str = "127.0.0.1", wrapper: Sequence[str] = ()) -> Iterator[str]:
     """`count` workers; yields their `--rpc` list."""
-    started: list[subprocess.Popen[str]] = []
-    endpoints = []
+    started: list[WorkerProcess] = []
     try:
         for _ in range(count):
-            port = free_port()
-            started.append(spawn(host, port, threads=threads, wrapper=wrapper))
-            endpoints.append(f"{host}:{port}")
-        yield ",".join(endpoints)
+            started.append(spawn(host, free_port(), threads=threads, wrapper=wrapper))
+        yield ",".join(worker.endpoint for worker in started)
     finally:
-        for process in started:
-            process.kill()
-            process.wait()
+        for worker in started:
+            worker.stop()
 
 
 def sh(*command: str, check: bool = True) -> subprocess.CompletedProcess[str]:

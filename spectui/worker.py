@@ -15,9 +15,12 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO
 
 from spectui.errors import RpcError
 
@@ -115,25 +118,48 @@ def _exit_now(line: str, code: int) -> None:
     os._exit(code)
 
 
+@dataclass
+class WorkerProcess:
+    """A `spectui worker` subprocess (tests, benchmarks); its stderr goes to a temporary file,
+    never a pipe nobody reads."""
+
+    process: subprocess.Popen[str]
+    endpoint: str
+    log: IO[str]
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self.log.close()
+
+
 def spawn(host: str, port: int, *, threads: int | None = None, wrapper: Sequence[str] = (),
-          timeout: float = 60.0) -> subprocess.Popen[str]:
+          timeout: float = 60.0) -> WorkerProcess:
     """Start `python -m spectui worker` (inside `wrapper`, e.g. `ip netns exec NS`) and wait until
-    it answers a handshake; its stderr is a pipe (one status line, then llama.cpp's errors)."""
+    it answers a handshake."""
     from spectui.engine import rpc_wire
 
     command = [*wrapper, sys.executable, "-m", "spectui", "worker", "--host", host, "--port", str(port)]
     if threads:
         command += ["--threads", str(threads)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    endpoint = rpc_wire.Endpoint(host, port)
+    log = tempfile.TemporaryFile("w+")  # noqa: SIM115 - the WorkerProcess owns and closes it
+    worker = WorkerProcess(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True),
+                           f"{host}:{port}", log)
     deadline = time.monotonic() + timeout
     while True:
         try:
-            rpc_wire.probe(endpoint, timeout=2.0)
-            return process
+            rpc_wire.probe(rpc_wire.Endpoint(host, port), timeout=2.0)
+            return worker
         except RpcError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                _, err = process.communicate()
-                raise RpcError(f"worker on {endpoint} did not start: {err.strip()[-300:]}") from None
+            if worker.process.poll() is not None or time.monotonic() > deadline:
+                worker.process.kill()
+                worker.process.wait()
+                output = worker.output().strip()[-300:]
+                worker.stop()
+                raise RpcError(f"worker on {host}:{port} did not start: {output}") from None
             time.sleep(0.1)

@@ -23,7 +23,7 @@ from spectui.engine.config import AUTO, DraftControl, GenerationConfig, Sampling
 from spectui.engine.events import Finished, Progress
 from spectui.engine.generator import Generator, load_generator
 from spectui.errors import RpcError
-from spectui.worker import spawn
+from spectui.worker import WorkerProcess, spawn
 
 pytestmark = pytest.mark.skipif(not rpc.rpc_available(), reason="llama-cpp-python built without GGML_RPC")
 PROMPT = "The story of the wind"
@@ -35,24 +35,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class Worker:
+def start_worker(host: str = "127.0.0.1") -> WorkerProcess:
     """A `spectui worker` subprocess on a free port, ready once it answers a handshake."""
-
-    def __init__(self, host: str = "127.0.0.1") -> None:
-        self.port = free_port()
-        self.endpoint = f"{host}:{self.port}"
-        self.process = spawn(host, self.port, threads=1)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-        self.process.stderr.close()
+    return spawn(host, free_port(), threads=1)
 
 
 @pytest.fixture(scope="module")
 def workers() -> Iterator[str]:
-    pair = [Worker(), Worker()]
+    pair = [start_worker(), start_worker()]
     yield ",".join(w.endpoint for w in pair)
     for worker in pair:
         worker.stop()
@@ -172,7 +162,7 @@ def test_rejection_sampling_stays_lossless_over_rpc(tiny_pair, workers, monkeypa
 
 def test_a_worker_killed_mid_reply_ends_it_with_one_line_keeping_its_tokens(tiny_pair, local):
     baseline, _ = reply(local, 0, max_tokens=120)
-    survivor, victim = Worker(), Worker()
+    survivor, victim = start_worker(), start_worker()
     gen = load_generator(tiny_pair.target, tiny_pair.draft, n_ctx=512,
                          rpc=f"{survivor.endpoint},{victim.endpoint}")
     try:
@@ -243,18 +233,18 @@ def test_a_build_without_rpc_says_how_to_rebuild(monkeypatch):
 
 
 def test_worker_ctrl_c_is_one_line_and_exit_130():
-    worker = Worker()
+    worker = start_worker()
     worker.process.send_signal(signal.SIGINT)
     assert worker.process.wait(timeout=30) == 130
-    assert worker.process.stderr.read().strip().splitlines()[-1] == "spectui worker: stopped"
+    assert worker.output().strip().splitlines()[-1] == "spectui worker: stopped"
     worker.stop()
 
 
 def test_worker_on_another_address_prints_llama_cpp_warning_and_the_safe_way():
-    worker = Worker(host="127.0.0.2")
+    worker = start_worker(host="127.0.0.2")
     worker.process.send_signal(signal.SIGINT)
     worker.process.wait(timeout=30)
-    text = worker.process.stderr.read()
+    text = worker.output()
     assert "Never expose the RPC server to an open network!" in text
     assert "ssh -N -L" in text and "--rpc 127.0.0.1:" in text
     worker.stop()
