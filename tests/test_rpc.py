@@ -277,3 +277,15 @@ def test_rpc_options_parse_for_chat_and_bench():
     assert parser.parse_args(["bench", "--rpc", "h:1"]).rpc == "h:1"
     with pytest.raises(SystemExit):
         parser.parse_args(["bench", "--tensor-split", "1,-1"])
+
+
+def test_a_worker_gone_between_connect_and_load_is_one_line_not_an_abort(tiny_pair):
+    from spectui.engine.model import LlamaModel
+    from spectui.errors import WorkerLostError
+
+    worker = start_worker()
+    cluster = rpc.connect(worker.endpoint)
+    worker.stop()
+    with pytest.raises(WorkerLostError, match=rf"worker {worker.endpoint} stopped answering \(cannot connect"):
+        LlamaModel.load(tiny_pair.target, n_ctx=256, rpc=cluster)
+    cluster.close()

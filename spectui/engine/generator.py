@@ -67,7 +67,7 @@ class Generator:
         except ContextFullError:
             yield from reply.finish("context", context_full_message(self.target.n_ctx))
         except WorkerLostError as error:
-            yield from reply.finish("worker", str(error))
+            yield from reply.finish("worker", f"{error} (the reply so far is kept)")
 
 
 class _Reply:

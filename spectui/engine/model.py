@@ -126,6 +126,9 @@ class LlamaModel:
                 rpc.check()
             raise
         loaded.rpc = rpc
+        if rpc is not None and rpc.lost:  # a worker died while the weights were on their way
+            loaded.close()
+            rpc.check()
         return loaded
 
     def _new_context(self, n_ctx: int, n_threads: int, n_batch: int) -> llama_cpp.llama_context_p:

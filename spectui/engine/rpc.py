@@ -168,10 +168,7 @@ class RpcCluster:
         """Raise `WorkerLostError` once any worker stopped answering."""
         for relay in self._relays:
             if relay.lost is not None:
-                raise WorkerLostError(
-                    f"{relay.lost}; the reply is kept up to its last token: start the worker again, "
-                    "then reload the pair"
-                )
+                raise WorkerLostError(f"{relay.lost}: start the worker again, then load the pair again")
 
     @property
     def lost(self) -> str | None:
