@@ -17,7 +17,7 @@ from spectui.errors import SpectuiError
 from spectui.limits import MAX_DRAFT
 
 Command = Callable[[argparse.Namespace], int]
-COMMANDS = ("chat", "bench", "pull", "list", "rm", "pair")
+COMMANDS = ("chat", "bench", "pull", "list", "rm", "pair", "worker")
 PAIR_HELP = "a pair from `spectui list` (default: the last pulled pair, else the demo pair)"
 MODEL_REF = "a GGUF path, ollama:NAME[:TAG], lmstudio:PUBLISHER/REPO[/FILE] or hf:REPO:FILE (from the cache)"
 
@@ -58,6 +58,15 @@ def drafter_help() -> str:
     kinds = "; ".join(f"{kind.name}: {kind.summary}" for kind in KINDS.values())
     return (f"what proposes tokens: auto (default: the fastest the models allow), none, {kinds}; "
             "chain a lookup before a model with +, e.g. model+ngram")
+def parse_tensor_split(value: str) -> list[float]:
+    """`3,1`: proportions of the target per device, workers first (in --rpc order), then GPUs."""
+    try:
+        shares = [float(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        shares = []
+    if not shares or any(share < 0 for share in shares) or sum(shares) <= 0:
+        raise argparse.ArgumentTypeError(f"--tensor-split needs non-negative shares such as 3,1, not {value!r}")
+    return shares
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -76,6 +85,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--draft-n-gpu-layers", type=int, default=None, help="draft layers to offload (default: as --n-gpu-layers)"
     )
+    parser.add_argument("--rpc", default=None, metavar="HOST:PORT[,...]",
+                        help="put the target's layers on `spectui worker`s there; the draft stays here")
+    parser.add_argument("--tensor-split", type=parse_tensor_split, default=None, metavar="P1,P2,...",
+                        help="with --rpc: share of the target per worker (default: by their free memory)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("name", help="the pair's name (then: spectui chat NAME)")
     add.add_argument("--target", required=True, help=MODEL_REF)
     add.add_argument("--draft", required=True, help=MODEL_REF)
+    from spectui.worker import add_worker_parser
+
+    add_worker_parser(sub)
     return parser
 
 
@@ -137,6 +153,10 @@ def _command(name: str) -> Command:
         from spectui.catalog.local.commands import pair_command
 
         return pair_command
+    if name == "worker":
+        from spectui.worker import worker_command
+
+        return worker_command
     from spectui.catalog import commands
 
     return {"pull": commands.pull_command, "list": commands.list_command, "rm": commands.rm_command}[name]

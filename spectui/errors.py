@@ -49,3 +49,9 @@ class SettingsError(SpectuiError):
 
 class LocalModelError(SpectuiError):
     """A reference to a model on disk (`ollama:`, `lmstudio:`, `hf:`) cannot be resolved."""
+class RpcError(SpectuiError):
+    """llama.cpp's RPC backend is missing, or a worker is unreachable, refuses or speaks another protocol."""
+
+
+class WorkerLostError(RpcError):
+    """A worker stopped answering while it held part of the target; the model must be loaded again."""

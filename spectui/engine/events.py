@@ -7,7 +7,7 @@ from typing import Literal
 
 from spectui.limits import MAX_DRAFT
 
-StopReason = Literal["eos", "stop", "length", "context", "cancelled"]
+StopReason = Literal["eos", "stop", "length", "context", "cancelled", "worker"]
 
 
 TARGET = "target"
@@ -146,7 +146,7 @@ class Finished:
     tokens: tuple[int, ...]
     text: str
     message: str = ""
-    """For reason == 'context': what happened and what to do, for the user."""
+    """For reason == 'context' or 'worker' (an RPC worker died): what happened and what to do."""
 
 
 Event = TextPiece | Progress | Finished

@@ -24,9 +24,11 @@ from spectui.engine.drafters.chain import ChainDrafter
 from spectui.engine.drafters.spec import BuildContext, DrafterInfo, DrafterSpec
 from spectui.engine.events import TARGET, CycleStats, Event, Finished, GenerationStats, Progress, StopReason
 from spectui.engine.model import LlamaModel, ProgressCallback
+from spectui.engine.rpc import RpcCluster
+from spectui.engine.rpc import connect as connect_rpc
 from spectui.engine.speculative import pick, speculative_step
 from spectui.engine.textstream import TextStream
-from spectui.errors import ContextFullError
+from spectui.errors import ContextFullError, WorkerLostError
 
 
 class Generator:
@@ -107,6 +109,8 @@ class Generator:
             yield from reply.run(list(prompt), control, cancelled)
         except ContextFullError as error:
             yield from reply.finish("context", str(error))
+        except WorkerLostError as error:
+            yield from reply.finish("worker", f"{error} (the reply so far is kept)")
 
 
 class _Reply:
@@ -210,11 +214,15 @@ def load_generator(
     n_threads: int | None = None,
     progress: ProgressCallback | None = None,
     history: Callable[[], Iterable[list[int]]] | None = None,
+    rpc: str | RpcCluster | None = None,
+    tensor_split: Sequence[float] | None = None,
 ) -> Generator:
     """Load the target, build the drafters the spec asks for, and return a ready `Generator`.
 
     `drafter` may also be a draft GGUF's path (the default drafters with that draft model).
     `progress` receives 0..1 over all loads (the target is most of the work).
+    `rpc` (`HOST:PORT[,...]`) puts the target's layers on those `spectui worker`s, shared by
+    `tensor_split` or else by their free memory; the drafters stay on this machine.
     """
     spec = drafter if isinstance(drafter, DrafterSpec) else DrafterSpec(draft=_path(drafter))
     registry.check_spec(spec)
@@ -223,8 +231,15 @@ def load_generator(
         return None if progress is None else (lambda f: progress(lo + (hi - lo) * f))
 
     split = 0.8 if spec.draft is not None else 1.0
-    target = LlamaModel.load(target_path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, n_threads=n_threads,
-                             progress=part(0.0, split))
+    if isinstance(rpc, str):
+        rpc = connect_rpc(rpc, tensor_split=tensor_split)
+    try:
+        target = LlamaModel.load(target_path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, n_threads=n_threads,
+                                 progress=part(0.0, split), rpc=rpc)
+    except Exception:
+        if rpc is not None:
+            rpc.close()
+        raise
     if not target.can_roll_back:
         note = (f"speculation is off: {target.path.name} is a recurrent/hybrid model whose context "
                 "cannot be rolled back")

@@ -12,12 +12,16 @@ import ctypes
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import llama_cpp
 import numpy as np
 
 from spectui.engine import gguf_file, llama_log
 from spectui.errors import ContextFullError, LoadCancelled, ModelLoadError, UnsupportedModelError
+
+if TYPE_CHECKING:
+    from spectui.engine.rpc import RpcCluster
 
 _backend_ready = False
 # The most rows we ever ask logits for in one decode ([last, d_1..d_16]). llama.cpp sizes its
@@ -38,9 +42,12 @@ def _init_backend() -> None:
 
 
 def gpu_offload_available() -> bool:
-    """True when the installed llama.cpp was built with a GPU backend."""
+    """True when llama.cpp has a GPU on this machine. Not `llama_supports_gpu_offload`: that is
+    also true for a CPU-only build with the RPC backend (src/llama.cpp:102-109)."""
+    from spectui.engine.rpc import local_gpu_devices
+
     _init_backend()
-    return bool(llama_cpp.llama_supports_gpu_offload())
+    return bool(local_gpu_devices())
 
 
 class LlamaModel:
@@ -50,6 +57,8 @@ class LlamaModel:
                  n_batch: int, n_gpu_layers: int) -> None:
         self.path = path
         self.n_gpu_layers = n_gpu_layers
+        self.rpc: RpcCluster | None = None
+        """Workers holding this model's layers (llama.cpp RPC); the model closes them."""
         self._model = model
         self._vocab = llama_cpp.llama_model_get_vocab(model)
         self.n_vocab: int = llama_cpp.llama_vocab_n_tokens(self._vocab)
@@ -75,18 +84,23 @@ class LlamaModel:
         n_batch: int = 512,
         vocab_only: bool = False,
         progress: ProgressCallback | None = None,
+        rpc: RpcCluster | None = None,
     ) -> LlamaModel:
         """Load a GGUF. `n_gpu_layers=None` offloads every layer when llama.cpp has a GPU backend.
 
         Raises `ModelLoadError` with a one-line reason for a missing, non-GGUF or damaged file.
+        `rpc`: put the layers on these workers' devices (`spectui.engine.rpc.connect`); the
+        model owns them from here on and closes them with itself.
         """
         file = Path(path).expanduser()
         gguf_file.check_readable(file)
         _init_backend()
         if n_gpu_layers is None:
-            n_gpu_layers = -1 if gpu_offload_available() else 0
+            n_gpu_layers = -1 if rpc is not None or gpu_offload_available() else 0
         params = llama_cpp.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
+        if rpc is not None:
+            rpc.apply(params)
         params.vocab_only = vocab_only
         cancelled: list[bool] = []
         keep_alive = None
@@ -95,6 +109,8 @@ class LlamaModel:
             params.progress_callback = keep_alive
         model = llama_cpp.llama_model_load_from_file(str(file).encode(), params)
         del keep_alive
+        if not model and rpc is not None:
+            rpc.check()
         if not model and cancelled:
             raise LoadCancelled(f"loading {file.name} was cancelled")
         if not model:
@@ -103,7 +119,17 @@ class LlamaModel:
                 "download it again (`spectui pull`) or upgrade llama-cpp-python"
             )
         threads = n_threads or os.cpu_count() or 1
-        return cls(file, model, 0 if vocab_only else n_ctx, threads, min(n_batch, n_ctx), n_gpu_layers)
+        try:
+            loaded = cls(file, model, 0 if vocab_only else n_ctx, threads, min(n_batch, n_ctx), n_gpu_layers)
+        except ModelLoadError:
+            if rpc is not None:
+                rpc.check()
+            raise
+        loaded.rpc = rpc
+        if rpc is not None and rpc.lost:  # a worker died while the weights were on their way
+            loaded.close()
+            rpc.check()
+        return loaded
 
     def _new_context(self, n_ctx: int, n_threads: int, n_batch: int) -> llama_cpp.llama_context_p:
         params = llama_cpp.llama_context_default_params()
@@ -133,6 +159,8 @@ class LlamaModel:
         if self._model:
             llama_cpp.llama_model_free(self._model)
             self._model = None
+        if self.rpc is not None:
+            self.rpc.close()
 
     def __enter__(self) -> LlamaModel:
         return self
@@ -300,6 +328,9 @@ class LlamaModel:
             batch.logits[i] = i >= n - n_logits
         batch.n_tokens = n
         status = llama_cpp.llama_decode(self._ctx, batch)
+        if self.rpc is not None:
+            llama_cpp.llama_synchronize(self._ctx)  # every answer is in (or a lost worker's dummy)
+            self.rpc.check()  # a worker died: this decode's results are void, the cache stays as it was
         if status == 1:
             raise ContextFullError.of(self.n_ctx)
         if status != 0:

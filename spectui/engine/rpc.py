@@ -1,0 +1,286 @@
+"""The target on other machines, through llama.cpp's own RPC backend (ggml/include/ggml-rpc.h).
+
+llama-cpp-python binds only `llama_supports_rpc`; the rest is called here through ctypes:
+`ggml_backend_rpc_add_server(endpoint)` connects and returns a registry with one device per
+device the worker serves, and `ggml_backend_rpc_start_server(...)` serves (blocking; `spectui
+worker`). The devices are never registered globally: they go into the *target's*
+`llama_model_params.devices` only (src/llama.cpp:158-185), so the draft, loaded with the default
+device list, stays on this machine.
+
+Before llama.cpp touches a worker, `rpc_wire.probe` checks it (llama.cpp aborts the process on a
+refused connection or another protocol version), and every worker is reached through an
+in-process `Relay` that counts round trips and survives a worker that dies (see rpc_relay).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from spectui.engine.rpc_relay import Relay, Traffic
+from spectui.engine.rpc_wire import Endpoint, WorkerInfo, parse_endpoints, probe
+from spectui.errors import RpcError, WorkerLostError
+
+REBUILD_COMMAND = (
+    'CMAKE_ARGS="-DGGML_RPC=ON" pip install --force-reinstall --no-cache-dir llama-cpp-python==0.3.36'
+)
+DEV_TYPE_CPU, DEV_TYPE_GPU, DEV_TYPE_IGPU, DEV_TYPE_ACCEL = 0, 1, 2, 3  # ggml-backend.h:134-145
+
+
+class _Devices:
+    """ggml's device functions (libggml-base, libggml), there in every build."""
+
+    def __init__(self, base: ctypes.CDLL, core: ctypes.CDLL) -> None:
+        p, s, c = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
+        self.reg_dev_count = _fn(base.ggml_backend_reg_dev_count, s, [p])
+        self.reg_dev_get = _fn(base.ggml_backend_reg_dev_get, p, [p, s])
+        self.dev_name = _fn(base.ggml_backend_dev_name, c, [p])
+        self.dev_description = _fn(base.ggml_backend_dev_description, c, [p])
+        self.dev_type = _fn(base.ggml_backend_dev_type, ctypes.c_int, [p])
+        self.dev_memory = _fn(base.ggml_backend_dev_memory, None, [p, ctypes.POINTER(s), ctypes.POINTER(s)])
+        self.dev_count = _fn(core.ggml_backend_dev_count, s, [])
+        self.dev_get = _fn(core.ggml_backend_dev_get, p, [s])
+
+
+class _Ggml(_Devices):
+    """The device functions and ggml-rpc.h's, with their C signatures."""
+
+    def __init__(self, rpc: ctypes.CDLL, base: ctypes.CDLL, core: ctypes.CDLL) -> None:
+        super().__init__(base, core)
+        p, s, c = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
+        self.add_server = _fn(rpc.ggml_backend_rpc_add_server, p, [c])
+        self.start_server = _fn(rpc.ggml_backend_rpc_start_server, None, [c, c, s, s, ctypes.POINTER(p)])
+
+
+def _fn(fn: ctypes._CFuncPtr, restype: object, argtypes: list[object]) -> ctypes._CFuncPtr:
+    fn.restype = restype
+    fn.argtypes = argtypes
+    return fn
+
+
+def _load(*names: str) -> list[ctypes.CDLL] | None:
+    """Libraries beside llama-cpp-python's libllama; None when one is not there."""
+    import llama_cpp
+    from llama_cpp._ctypes_extensions import load_shared_library
+
+    lib_dir = Path(llama_cpp.__file__).parent / "lib"
+    try:
+        return [load_shared_library(name, lib_dir) for name in names]
+    except (OSError, RuntimeError):
+        return None
+
+
+@functools.cache
+def _devices() -> _Devices | None:
+    libs = _load("ggml-base", "ggml")
+    return _Devices(*libs) if libs else None
+
+
+@functools.cache
+def _ggml() -> _Ggml | None:
+    libs = _load("ggml-rpc", "ggml-base", "ggml")
+    try:
+        return _Ggml(*libs) if libs else None
+    except AttributeError:  # a libggml-rpc without the functions spectui calls
+        return None
+
+
+def rpc_available() -> bool:
+    """True when the installed llama-cpp-python was built with llama.cpp's RPC backend."""
+    import llama_cpp
+
+    return bool(llama_cpp.llama_supports_rpc()) and _ggml() is not None
+
+
+def require_rpc() -> _Ggml:
+    ggml = _ggml()
+    if ggml is None or not rpc_available():
+        raise RpcError(
+            "this llama-cpp-python was built without llama.cpp's RPC backend; rebuild it with "
+            f"{REBUILD_COMMAND} (--no-cache-dir: pip's wheel cache ignores CMAKE_ARGS)"
+        )
+    return ggml
+
+
+@dataclass(frozen=True)
+class RpcDevice:
+    """One device on a worker, as llama.cpp names it, with the memory the worker reported."""
+
+    name: str
+    """llama.cpp's device name (RPC0, RPC1, ...), as in its log."""
+    endpoint: Endpoint
+    """The worker it lives on, as the user named it."""
+    index: int
+    """The device's number on that worker."""
+    free_bytes: int
+    total_bytes: int
+
+
+class RpcCluster:
+    """Connected workers whose devices the target is loaded onto; owned by that model."""
+
+    def __init__(self, relays: list[Relay], devices: list[tuple[int, RpcDevice]],
+                 tensor_split: Sequence[float] | None) -> None:
+        self._relays = relays
+        self._pointers = [pointer for pointer, _ in devices]
+        self.devices = tuple(device for _, device in devices)
+        self.tensor_split = list(tensor_split) if tensor_split else None
+        self._keep_alive: list[object] = []
+
+    def apply(self, params: object) -> None:
+        """Point a `llama_model_params` at the workers' devices (then this machine's GPUs, as
+        llama.cpp's own --rpc does) and, if given, the tensor split over that list."""
+        import llama_cpp
+
+        pointers = [*self._pointers, *local_gpu_devices()]
+        devices = (ctypes.c_void_p * (len(pointers) + 1))(*pointers, None)
+        params.devices = ctypes.addressof(devices)
+        self._keep_alive.append(devices)
+        if self.tensor_split:
+            if len(self.tensor_split) > len(pointers):
+                raise RpcError(
+                    f"--tensor-split has {len(self.tensor_split)} values for {len(pointers)} devices "
+                    f"({', '.join(d.name for d in self.devices)} and local GPUs); give one per device"
+                )
+            split = (ctypes.c_float * llama_cpp.llama_max_devices())(*self.tensor_split)
+            params.tensor_split = split
+            self._keep_alive.append(split)
+
+    def layer_plan(self, n_layer: int) -> list[tuple[str, int]]:
+        """(device name, repeating layers) as llama.cpp places a fully offloaded model: by
+        --tensor-split, else by free memory as reported at connect time; local GPUs last."""
+        ggml = _devices()
+        names = [d.name for d in self.devices]
+        weights = [float(d.free_bytes) for d in self.devices]
+        for pointer in local_gpu_devices():
+            free, total = ctypes.c_size_t(), ctypes.c_size_t()
+            ggml.dev_memory(pointer, ctypes.byref(free), ctypes.byref(total))
+            names.append(ggml.dev_name(pointer).decode())
+            weights.append(float(free.value))
+        if self.tensor_split:
+            weights = [*self.tensor_split, *[0.0] * (len(names) - len(self.tensor_split))]
+        return list(zip(names, assign_layers(n_layer, weights), strict=True))
+
+    def check(self) -> None:
+        """Raise `WorkerLostError` once any worker stopped answering."""
+        for relay in self._relays:
+            if relay.lost is not None:
+                raise WorkerLostError(f"{relay.lost}: start the worker again, then load the pair again")
+
+    @property
+    def lost(self) -> str | None:
+        return next((relay.lost for relay in self._relays if relay.lost is not None), None)
+
+    def traffic(self) -> Traffic:
+        """Totals since connecting; subtract two snapshots for one reply."""
+        total = Traffic()
+        for relay in self._relays:
+            total = total + relay.traffic()
+        return total
+
+    def placed_bytes(self) -> dict[str, int]:
+        """Bytes held on each worker now (its share of weights, KV cache and compute buffers)."""
+        return {str(relay.upstream): relay.placed_bytes() for relay in self._relays}
+
+    def set_delay(self, seconds: float) -> None:
+        """Add `seconds` to every answered command from now on (benchmarks, tests)."""
+        for relay in self._relays:
+            relay.delay = seconds
+
+    def close(self) -> None:
+        for relay in self._relays:
+            relay.close()
+
+
+def connect(
+    endpoints: str | Sequence[Endpoint],
+    *,
+    tensor_split: Sequence[float] | None = None,
+    delay: float = 0.0,
+    timeout: float = 5.0,
+) -> RpcCluster:
+    """Check every worker, then hand llama.cpp a relay per worker; one line on any failure."""
+    ggml = require_rpc()
+    if isinstance(endpoints, str):
+        endpoints = parse_endpoints(endpoints)
+    infos = [probe(endpoint, timeout) for endpoint in endpoints]
+    relays: list[Relay] = []
+    devices: list[tuple[int, RpcDevice]] = []
+    try:
+        for info in infos:
+            relay = Relay(info.endpoint, delay=delay)
+            relays.append(relay)
+            devices.extend(_register(ggml, relay, info))
+    except Exception:
+        for relay in relays:
+            relay.close()
+        raise
+    return RpcCluster(relays, devices, tensor_split)
+
+
+def _register(ggml: _Ggml, relay: Relay, info: WorkerInfo) -> list[tuple[int, RpcDevice]]:
+    reg = ggml.add_server(str(relay.address).encode())
+    if not reg or relay.lost:
+        raise RpcError(f"{relay.lost or f'worker {info.endpoint} lists no device'}; restart it and try again")
+    found = []
+    for i in range(ggml.reg_dev_count(reg)):
+        pointer = ggml.reg_dev_get(reg, i)
+        memory = info.devices[i] if i < len(info.devices) else None
+        device = RpcDevice(ggml.dev_name(pointer).decode(), info.endpoint, i,
+                           memory.free_bytes if memory else 0, memory.total_bytes if memory else 0)
+        found.append((pointer, device))
+    return found
+
+
+def local_gpu_devices() -> list[int]:
+    """This machine's GPUs as llama.cpp would pick them by default (src/llama.cpp:222-285).
+
+    Unlike `llama_supports_gpu_offload`, which is also true for a CPU-only build with RPC
+    (src/llama.cpp:102-109), this lists real local devices only."""
+    ggml = _devices()
+    if ggml is None:
+        return []
+    found = [ggml.dev_get(i) for i in range(ggml.dev_count())]
+    gpus = [d for d in found if ggml.dev_type(d) == DEV_TYPE_GPU]
+    return gpus or [d for d in found if ggml.dev_type(d) == DEV_TYPE_IGPU]
+
+
+def assign_layers(n_layer: int, weights: Sequence[float]) -> list[int]:
+    """Repeating layers per device when every layer is offloaded, as llama.cpp splits them:
+    cumulative proportions over n_layer + 1 slots, the last slot being the output layer
+    (src/llama-model.cpp:1557-1600). `weights`: free memory or --tensor-split values."""
+    total = sum(weights)
+    bounds, running = [], 0.0
+    for weight in weights:
+        running += weight
+        bounds.append(running / total)
+    counts = [0] * len(weights)
+    for layer in range(n_layer):
+        position = layer / (n_layer + 1)
+        counts[next((i for i, b in enumerate(bounds) if position < b), len(bounds) - 1)] += 1
+    return counts
+
+
+# ----- serving -----------------------------------------------------------------------------------
+
+
+def worker_devices() -> list[tuple[int, str]]:
+    """The devices a worker serves: every accelerator, else the CPU (tools/rpc/rpc-server.cpp:182-199)."""
+    ggml = require_rpc()
+    found = [ggml.dev_get(i) for i in range(ggml.dev_count())]
+    chosen = [d for d in found if ggml.dev_type(d) not in (DEV_TYPE_CPU, DEV_TYPE_ACCEL)]
+    chosen = chosen or [d for d in found if ggml.dev_type(d) == DEV_TYPE_CPU][:1]
+    return [(d, f"{ggml.dev_name(d).decode()} ({ggml.dev_description(d).decode()})") for d in chosen]
+
+
+def serve(host: str, port: int, n_threads: int, cache_dir: str | None) -> None:
+    """Serve this machine's devices over llama.cpp's RPC protocol; blocks while serving, returns
+    only when llama.cpp could not listen (ggml-rpc.cpp:2088-2153)."""
+    ggml = require_rpc()
+    pointers = [pointer for pointer, _ in worker_devices()]
+    devices = (ctypes.c_void_p * len(pointers))(*pointers)
+    ggml.start_server(f"{host}:{port}".encode(), cache_dir.encode() if cache_dir else None,
+                      n_threads, len(pointers), devices)
