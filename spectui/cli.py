@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_options(chat)
     chat.add_argument("-k", "--draft-length", type=parse_k, default=None, help=f"draft length 0..{MAX_DRAFT} or auto")
     chat.add_argument("--system", default=None, help="system prompt")
+    chat.add_argument("--mode", choices=("auto", "chat", "completion"), default="auto",
+                      help="chat (the model's template), completion (continue the text: base models), "
+                      "or auto: chat when the GGUF has a chat template, else completion")
     chat.add_argument("--resume", action="store_true", help="reopen the last conversation")
 
     bench = sub.add_parser("bench", help="measure speculative vs. plain decoding, headless")

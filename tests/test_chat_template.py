@@ -1,4 +1,5 @@
-"""Chat templates: GGUF metadata rendered in a sandbox, the plain fallback, prompt tokens."""
+"""Chat templates: GGUF metadata rendered in a sandbox, completion mode for base models, the plain
+frame on request, prompt tokens."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def vocab_model(tiny_pair):
 
 def test_chatml_template_from_gguf_metadata_renders_the_conversation(vocab_model) -> None:
     chat_format = ChatFormat.from_model(vocab_model)
-    assert not chat_format.is_fallback
+    assert chat_format.mode == "chat" and not chat_format.is_completion
     text = chat_format.render(CONVERSATION)
     assert text == (
         "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
@@ -95,9 +96,35 @@ def test_templates_are_sandboxed() -> None:
         escaping.render(CONVERSATION)
 
 
-def test_model_without_template_uses_the_plain_format() -> None:
-    chat_format = ChatFormat(None)
-    assert chat_format.is_fallback
+def test_a_model_without_template_continues_the_text() -> None:
+    """Completion mode: no User/Assistant frame, the turns run on as one text, no stop strings."""
+    chat_format = ChatFormat(None, mode="completion")
+    assert chat_format.is_completion and "continues your text" in chat_format.description
+    turns = [ChatMessage("user", "Once upon a time"), ChatMessage("assistant", " there was a fox."),
+             ChatMessage("user", "Then winter came")]
+    assert chat_format.render(turns[:1]) == "Once upon a time"
+    assert chat_format.render(turns) == "Once upon a time there was a fox.\nThen winter came"
+    with_system = [ChatMessage("system", "A fairy tale."), *turns[:1]]
+    assert chat_format.render(with_system) == "A fairy tale.\n\nOnce upon a time"
+    assert chat_format.stop_strings == ()
+
+
+def test_the_mode_follows_the_template_unless_asked_otherwise() -> None:
+    class Model:
+        def __init__(self, template):
+            self.chat_template, self.bos_id, self.eos_id = template, -1, -1
+
+        def token_text(self, token: int) -> str:
+            return ""
+
+    assert ChatFormat.from_model(Model(None)).mode == "completion"
+    assert ChatFormat.from_model(Model(None), "chat").mode == "plain-chat"
+    assert ChatFormat.from_model(Model("{{ messages }}")).mode == "chat"
+    assert ChatFormat.from_model(Model("{{ messages }}"), "completion").mode == "completion"
+
+
+def test_the_plain_frame_for_a_chat_model_without_template() -> None:
+    chat_format = ChatFormat(None, mode="plain-chat")
     assert "plain" in chat_format.description
     assert chat_format.render(CONVERSATION[:2]) == "System: Be brief.\n\nUser: Hi\n\nAssistant:"
     assert {"\nUser:", "\nAssistant:", "\nSystem:"} <= set(chat_format.stop_strings)

@@ -232,3 +232,17 @@ def test_a_progress_callback_returning_false_cancels_the_load(tiny_pair):
     assert seen  # llama.cpp called back before giving up
     with LlamaModel.load(tiny_pair.target, n_ctx=64, progress=seen.append) as model:
         assert model.n_layer == 4 and seen[-1] == pytest.approx(1.0)
+
+
+def test_a_baseline_probe_decodes_its_tokens_without_speculation_and_changes_nothing(generator):
+    baseline, _ = run(generator, PROMPTS[0], 0)
+    config = GenerationConfig(max_tokens=48, baseline_probe=8)
+    events = list(generator.generate(generator.target.tokenize(PROMPTS[0]), config, DraftControl(4)))
+    final = events[-1]
+    cycles = [e.cycle for e in events if isinstance(e, Progress)]
+    probes = [c for c in cycles if c.probe]
+    assert final.tokens == baseline.tokens  # the reply is the same
+    assert len(probes) == 8 and all(c.k == 0 and c.drafted == 0 for c in probes)
+    assert cycles[:8] == probes and any(c.drafted for c in cycles[8:])
+    assert final.stats.probe_tokens == 8 and final.stats.probe_tps > 0
+    assert final.stats.decode_tokens == len(final.tokens) - 1 - 8  # the probe is timed apart

@@ -76,7 +76,7 @@ def test_the_target_is_split_over_both_workers_and_the_draft_stays_local(remote)
     assert len({d.endpoint for d in cluster.devices}) == 2
     placed = cluster.placed_bytes()
     assert len(placed) == 2 and all(n > 100_000 for n in placed.values()), placed
-    assert remote.proposer.model.rpc is None
+    assert remote.drafters["model"].model.rpc is None
     # Equal free memory: llama.cpp gives 3 of the 4 layers to the first device, 1 and the output
     # layer to the second (src/llama-model.cpp:1557-1600).
     assert [layers for _, layers in cluster.layer_plan(remote.target.n_layer)] == [3, 1]

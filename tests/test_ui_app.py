@@ -23,11 +23,13 @@ from textual.pilot import Pilot
 from textual.widgets import Input, OptionList, Static
 
 from spectui.chat.store import ChatStore
+from spectui.chat.template import ChatMessage
 from spectui.engine.drafters import DrafterSpec
 from spectui.paths import chats_db_path
 from spectui.session.options import ChatOptions
 from spectui.ui.app import SpectuiApp
 from spectui.ui.chat_view import AssistantMessage, Comparison, NoteMessage, UserMessage
+from spectui.ui.examples import EXAMPLES, ExampleOpenings
 from spectui.ui.messages import ReplyFinished, ReplyUpdate
 from spectui.ui.screens import ChatsScreen
 
@@ -83,7 +85,7 @@ class GatedApp(RecordingApp):
 def options(pair: tiny_gguf.TinyPair, **overrides: object) -> ChatOptions:
     values: dict[str, object] = dict(
         pair_name="tiny", target=pair.target, drafter=DrafterSpec(draft=pair.draft), k=4, max_tokens=24,
-        n_ctx=1024, threads=2, calibration_tokens=8,
+        n_ctx=1024, threads=1, calibration_tokens=8,
     )
     values.update(overrides)
     return ChatOptions(**values)  # type: ignore[arg-type]
@@ -247,7 +249,7 @@ async def test_token_colouring_marks_accepted_draft_tokens(pair) -> None:
         assert reply.has_class("-coloured")
         coloured = reply.coloured_text()
         green = sum(span.end - span.start for span in coloured.spans if span.style == "green")
-        from_draft = sum(len(text) for text, draft in reply.pieces if draft)
+        from_draft = sum(len(text) for text, origin in reply.pieces if origin == "model")
         assert green == from_draft > 0
         assert coloured.plain == reply.text
         await pilot.press("f6")
@@ -315,13 +317,50 @@ async def test_incompatible_pair_is_reported_and_the_app_stays_usable(pair, inco
 
 
 @run_async
-async def test_model_without_chat_template_uses_plain_format_and_says_so(tmp_path: Path, spectui_home: Path) -> None:
+async def test_a_base_model_opens_in_completion_mode_with_examples(tmp_path: Path, spectui_home: Path) -> None:
+    """No chat template: the header says completion, the hint and examples show, F8 + Enter sends
+    the first example, and the prompt the model reads is the text itself (no User/Assistant)."""
+    base = tiny_gguf.write_pair(tmp_path, spec=tiny_gguf.TinySpec(chat_template=None))
+    app = RecordingApp(options(base))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.sub_title.startswith("completion ·")
+        examples = app.query_one(ExampleOpenings)
+        assert "base model: it continues your text" in shown(examples.query_one(".examples-hint", Static))
+        await pilot.press("f8")
+        assert app.focused is not None and app.focused.id == "example-story"
+        finished_before = len(app.finishes)
+        await pilot.press("enter")
+        await until(pilot, lambda: len(app.finishes) > finished_before and app.busy is None, "the continuation")
+        assert not app.query(ExampleOpenings)  # gone once the chat has begun
+        user = app.query_one(UserMessage)
+        assert shown(user).startswith("The lighthouse keeper found the bottle")
+        reply = app.query(AssistantMessage).last()
+        assert reply.border_title == "continuation"
+        prompt = app.session.prompt_tokens(app.conversation.prompt_messages()[:1])
+        text = app.session.generator.target.detokenize(prompt)
+        assert text == EXAMPLES[0][1] and "User:" not in text
+
+
+@run_async
+async def test_a_chat_model_keeps_its_template_and_shows_no_examples(pair) -> None:
+    app = RecordingApp(options(pair))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.sub_title.startswith("chat ·") and not app.query(ExampleOpenings)
+        prompt = app.session.prompt_tokens([ChatMessage("user", "Hi")])
+        assert prompt[0] == tiny_gguf.IM_START_ID  # the template's control token, parsed
+        assert app.session.generator.target.detokenize(prompt) == "user\nHi\nassistant\n"
+
+
+@run_async
+async def test_a_chat_model_without_template_can_use_the_plain_frame(tmp_path: Path, spectui_home: Path) -> None:
     plain = tiny_gguf.write_pair(tmp_path, spec=tiny_gguf.TinySpec(chat_template=None))
-    app = RecordingApp(options(plain))
+    app = RecordingApp(options(plain, mode="chat"))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         notes = " ".join(shown(n) for n in app.query(NoteMessage))
-        assert "no chat template" in notes
+        assert "no chat template" in notes and app.sub_title.startswith("plain-chat ·")
         await send(pilot, "Hello")
         assert app.finishes[-1].finished.reason in {"eos", "stop", "length"}
 

@@ -98,7 +98,8 @@ def bench_command(args: argparse.Namespace) -> int:
     label = f"{choice.target.name} + {choice.drafter.draft.name}" if choice.drafter.draft else choice.target.name
     print(f"loading {label} ...", file=sys.stderr)
     gen = load_generator(choice.target, plan.apply(choice.drafter), n_ctx=args.ctx,
-                         n_gpu_layers=plan.n_gpu_layers, n_threads=args.threads)
+                         n_gpu_layers=plan.n_gpu_layers, n_threads=args.threads, rpc=args.rpc,
+                         tensor_split=args.tensor_split)
     try:
         for note in gen.notes:
             print(f"note: {note}", file=sys.stderr)
@@ -125,6 +126,18 @@ def run_bench(gen: Generator, args: argparse.Namespace, choice: ModelChoice) -> 
     )
     kind = None if choice.drafter.kind == "auto" else choice.drafter.kind
     work = workload(gen, args.prompt or DEFAULT_PROMPTS, config, kind)
-    info = RunInfo(choice.target, choice.drafter.draft, kind or gen.default_kind, gen.label(kind))
+    info = RunInfo(choice.target, choice.drafter.draft, kind or gen.default_kind, gen.label(kind),
+                   devices(gen))
     results = measure(gen, work, ks, args.repeat)
     return [make_row(k, config, bases, specs, info) for k, (bases, specs) in results.items()]
+
+
+def devices(gen: Generator) -> list[dict[str, object]]:
+    """Where the target's layers went, when they went to RPC workers."""
+    cluster = gen.target.rpc
+    if cluster is None:
+        return []
+    layers = dict(cluster.layer_plan(gen.target.n_layer))
+    placed = cluster.placed_bytes()
+    return [{"name": d.name, "endpoint": str(d.endpoint), "layers": layers.get(d.name, 0),
+             "bytes": placed.get(str(d.endpoint), 0)} for d in cluster.devices]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import resource
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
@@ -24,6 +25,9 @@ class RunTotals:
     prompt_tokens: int
     prompt_seconds: float
     by_source: dict[str, SourceTotals] = field(default_factory=dict)
+    round_trips: int = 0
+    network_wait_seconds: float = 0.0
+    generated: int = 0
 
     @property
     def tps(self) -> float:
@@ -31,20 +35,33 @@ class RunTotals:
 
     @classmethod
     def of(cls, stats: list[GenerationStats], outputs: list[tuple[int, ...]]) -> RunTotals:
-        by_source: dict[str, SourceTotals] = {}
-        for s in stats:
-            for source, totals in s.by_source.items():
-                mine = by_source.setdefault(source, SourceTotals())
-                mine.proposed += totals.proposed
-                mine.accepted += totals.accepted
-                mine.cycles += totals.cycles
         return cls(
             tokens=sum(s.decode_tokens for s in stats), seconds=sum(s.decode_seconds for s in stats),
             drafted=sum(s.drafted for s in stats), accepted=sum(s.accepted for s in stats),
             passes=sum(s.target_passes for s in stats), outputs=tuple(outputs),
             prompt_tokens=sum(s.prompt_tokens for s in stats),
-            prompt_seconds=sum(s.prompt_seconds for s in stats), by_source=by_source,
+            prompt_seconds=sum(s.prompt_seconds for s in stats),
+            by_source=merge_sources(s.by_source for s in stats),
+            round_trips=sum(s.round_trips for s in stats),
+            network_wait_seconds=sum(s.network_wait_seconds for s in stats),
+            generated=sum(s.generated_tokens for s in stats),
         )
+
+    @property
+    def round_trips_per_token(self) -> float:
+        return self.round_trips / self.generated if self.generated else 0.0
+
+
+def merge_sources(parts: Iterable[dict[str, SourceTotals]]) -> dict[str, SourceTotals]:
+    """Per-drafter totals added up over replies or rounds."""
+    merged: dict[str, SourceTotals] = {}
+    for part in parts:
+        for source, totals in part.items():
+            mine = merged.setdefault(source, SourceTotals())
+            mine.proposed += totals.proposed
+            mine.accepted += totals.accepted
+            mine.cycles += totals.cycles
+    return merged
 
 
 @dataclass(frozen=True)
@@ -73,6 +90,14 @@ class BenchRow:
     by_drafter: dict[str, dict[str, float]]
     """Per drafter that proposed: proposed and accepted tokens, acceptance (a combination lists
     each member)."""
+    round_trips_per_token: float
+    """With --rpc: network round trips to the workers per generated token, speculation on."""
+    baseline_round_trips_per_token: float
+    """The same with speculation off."""
+    network_wait_seconds: float
+    """With --rpc: seconds spent waiting on workers over the speculative runs (all rounds)."""
+    devices: list[dict[str, object]]
+    """With --rpc: each worker device (name, endpoint, layers, bytes placed there)."""
 
 
 def peak_rss_mb() -> float:
@@ -92,12 +117,13 @@ def peak_rss_mb() -> float:
 
 @dataclass(frozen=True)
 class RunInfo:
-    """What every row repeats: the files and the drafter."""
+    """What every row repeats: the files, the drafter, where the target runs."""
 
     target: Path
     draft: Path | None
     drafter: str
     drafter_label: str
+    devices: list[dict[str, object]] = field(default_factory=list)
 
 
 def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], specs: list[RunTotals],
@@ -126,6 +152,11 @@ def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], s
         drafter=info.drafter,
         drafter_label=info.drafter_label,
         by_drafter=_by_drafter(specs),
+        round_trips_per_token=round(sum(s.round_trips for s in specs) / max(sum(s.generated for s in specs), 1), 3),
+        baseline_round_trips_per_token=round(
+            sum(b.round_trips for b in bases) / max(sum(b.generated for b in bases), 1), 3),
+        network_wait_seconds=round(sum(s.network_wait_seconds for s in specs), 3),
+        devices=info.devices,
     )
 
 
@@ -135,12 +166,7 @@ def ratios(bases: list[RunTotals], specs: list[RunTotals]) -> list[float]:
 
 
 def _by_drafter(specs: list[RunTotals]) -> dict[str, dict[str, float]]:
-    merged: dict[str, SourceTotals] = {}
-    for spec in specs:
-        for source, totals in spec.by_source.items():
-            mine = merged.setdefault(source, SourceTotals())
-            mine.proposed += totals.proposed
-            mine.accepted += totals.accepted
+    merged = merge_sources(s.by_source for s in specs)
     return {source: {"proposed": t.proposed, "accepted": t.accepted,
                      "acceptance_rate": round(t.acceptance_rate, 4)} for source, t in merged.items()}
 

@@ -23,6 +23,8 @@ class Conversation:
         self.pair = pair
         self.system = system
         self.chat_id: int | None = None
+        self.mode = "chat"
+        """How the model reads this chat: `chat`, `completion` (text continued) or `plain-chat`."""
         self.messages: list[ChatMessage] = []
         self.stored: list[StoredMessage] = []
         """What was loaded from the store when the chat was reopened (with stats, completeness)."""

@@ -3,8 +3,8 @@
 The chat template comes from the GGUF metadata (`tokenizer.chat_template`, a Hugging Face Jinja
 template) and is rendered in a sandboxed Jinja environment with the helpers those templates use
 (`raise_exception`, `strftime_now`, a `tojson` that keeps non-ASCII text). A model without a
-template falls back to a plain `User:` / `Assistant:` format, and `ChatFormat.is_fallback` says so
-for the UI to show.
+template is a base model: it opens in completion mode, where the reply continues the user's text
+(a plain `User:` / `Assistant:` frame is there for a chat model whose GGUF lost its template).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -74,6 +74,11 @@ def sandboxed_environment() -> ImmutableSandboxedEnvironment:
     return env
 
 
+FormatMode = Literal["chat", "completion", "plain-chat"]
+"""`chat`: the GGUF's own template; `completion`: a base model continues the text (no template);
+`plain-chat`: a `User:`/`Assistant:` frame for a chat model whose GGUF lost its template."""
+
+
 @dataclass(frozen=True)
 class ChatFormat:
     """How messages become prompt text for one model."""
@@ -81,38 +86,50 @@ class ChatFormat:
     template: str | None
     bos_token: str = ""
     eos_token: str = ""
+    mode: FormatMode = "chat"
 
     @classmethod
-    def from_model(cls, model: TemplateSource) -> ChatFormat:
-        template = model.chat_template
+    def from_model(cls, model: TemplateSource, prefer: str = "auto") -> ChatFormat:
+        """The model's template; without one, completion mode (or the plain frame if asked for)."""
+        template = model.chat_template or None
         bos = model.token_text(model.bos_id) if model.bos_id >= 0 else ""
         eos = model.token_text(model.eos_id) if model.eos_id >= 0 else ""
-        return cls(template=template or None, bos_token=bos, eos_token=eos)
+        if template is None:
+            mode: FormatMode = "plain-chat" if prefer == "chat" else "completion"
+        else:
+            mode = "completion" if prefer == "completion" else "chat"
+        return cls(template=template, bos_token=bos, eos_token=eos, mode=mode)
 
     @property
-    def is_fallback(self) -> bool:
-        return self.template is None
+    def is_completion(self) -> bool:
+        return self.mode == "completion"
 
     @property
     def description(self) -> str:
         """One line for the UI: which format the prompts use."""
-        if self.is_fallback:
+        if self.mode == "completion":
+            return "base model: it continues your text"
+        if self.mode == "plain-chat":
             return "no chat template in the GGUF: using a plain User/Assistant format"
         return "chat template from the GGUF metadata"
 
     @property
     def stop_strings(self) -> tuple[str, ...]:
-        """Strings that end a reply; the plain format has no end-of-turn token of its own, so a
-        new turn label of any role (a base model happily writes the next "Assistant:" itself)
-        ends it."""
-        return tuple(f"\n{label}:" for label in FALLBACK_LABELS.values()) if self.is_fallback else ()
+        """Strings that end a reply; the plain frame has no end-of-turn token of its own, so a
+        new turn label of any role (a model happily writes the next "Assistant:" itself) ends it.
+        A completion runs until the model's end token or the token limit."""
+        if self.mode == "plain-chat":
+            return tuple(f"\n{label}:" for label in FALLBACK_LABELS.values())
+        return ()
 
     def prompt_tokens(self, model: Tokenizer, messages: Sequence[ChatMessage]) -> list[int]:
         """The conversation as the token ids the model reads next (the one place prompts are made)."""
         return encode_prompt(model, self.render(messages, add_generation_prompt=True))
 
     def render(self, messages: Sequence[ChatMessage], add_generation_prompt: bool = True) -> str:
-        if self.is_fallback:
+        if self.mode == "completion":
+            return render_completion(messages)
+        if self.mode == "plain-chat":
             return render_plain(messages, add_generation_prompt)
         try:
             compiled = sandboxed_environment().from_string(self.template or "")
@@ -130,11 +147,28 @@ class ChatFormat:
 
 
 def render_plain(messages: Sequence[ChatMessage], add_generation_prompt: bool = True) -> str:
-    """`System: …\\n\\nUser: …\\n\\nAssistant:` for models that carry no template."""
+    """`System: …\\n\\nUser: …\\n\\nAssistant:` for a chat model whose GGUF has no template."""
     parts = [f"{FALLBACK_LABELS.get(m.role, m.role.title())}: {m.content}" for m in messages]
     if add_generation_prompt:
         parts.append("Assistant:")
     return "\n\n".join(parts)
+
+
+def render_completion(messages: Sequence[ChatMessage]) -> str:
+    """One running text: the system prompt (if any) as a preface, then every turn in order.
+
+    The model's continuation follows the user's text directly; a later message from the user
+    continues the same text (on a new line unless either side already has the whitespace).
+    """
+    text = ""
+    for message in messages:
+        piece = message.content
+        if message.role == "system":
+            piece = piece.rstrip() + "\n\n"
+        elif message.role == "user" and text and not (text[-1].isspace() or piece[:1].isspace()):
+            piece = "\n" + piece
+        text += piece
+    return text
 
 
 class Tokenizer(Protocol):

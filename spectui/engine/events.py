@@ -81,6 +81,10 @@ class GenerationStats:
     """accept_histogram[n] counts cycles in which n drafted tokens were accepted."""
     by_source: dict[str, SourceTotals] = field(default_factory=dict)
     """Proposed / accepted per drafter (a combination has one entry per member)."""
+    round_trips: int = 0
+    """Network round trips to RPC workers during the reply (0 when the target is local)."""
+    network_wait_seconds: float = 0.0
+    """Time spent waiting on RPC workers' answers during the reply."""
 
     def add_cycle(self, cycle: CycleStats) -> None:
         self.generated_tokens += cycle.emitted
@@ -114,6 +118,10 @@ class GenerationStats:
     def decode_tps(self) -> float:
         """Decoding speed: tokens after the first per second (the prompt pass is separate)."""
         return self.decode_tokens / self.decode_seconds if self.decode_seconds > 0 else 0.0
+
+    @property
+    def round_trips_per_token(self) -> float:
+        return self.round_trips / self.generated_tokens if self.generated_tokens else 0.0
 
     @property
     def probe_tps(self) -> float:

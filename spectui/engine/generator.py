@@ -82,6 +82,10 @@ class Generator:
         """K = auto's figures for greedy or sampled replies (acceptance differs a lot between them)."""
         return self._autos[greedy]
 
+    def forget_measurements(self) -> None:
+        """Start K = auto's figures afresh (after a warm-up whose timings were not typical)."""
+        self._autos = {True: AutoDraft(), False: AutoDraft()}
+
     # ----- lifetime -------------------------------------------------------------------------
 
     def reset(self) -> None:
@@ -126,6 +130,8 @@ class _Reply:
         self.stream = TextStream(config.stop)
         self.tokens: list[int] = []
         self.auto = generator.auto(self.cfg.greedy)
+        rpc = self.target.rpc
+        self._traffic_at_start = rpc.traffic() if rpc is not None else None
 
     def run(self, prompt: list[int], control: DraftControl, cancelled: Callable[[], bool]) -> Iterator[Event]:
         if not prompt:
@@ -156,6 +162,7 @@ class _Reply:
             cycle = CycleStats(k, step.drafted, step.accepted, emitted,
                                step.draft_seconds + step.verify_seconds, source, probe)
             self.stats.add_cycle(cycle)
+            self._count_traffic()
             yield Progress(cycle, self.stats.snapshot())
         yield from self.finish(reason)
 
@@ -200,7 +207,15 @@ class _Reply:
                 return pieces, "length", i + 1
         return pieces, None, len(new_tokens)
 
+    def _count_traffic(self) -> None:
+        """Round trips and waiting on RPC workers since the reply began."""
+        if self._traffic_at_start is not None and self.target.rpc is not None:
+            delta = self.target.rpc.traffic() - self._traffic_at_start
+            self.stats.round_trips = delta.round_trips
+            self.stats.network_wait_seconds = delta.wait_seconds
+
     def finish(self, reason: StopReason, message: str = "") -> Iterator[Event]:
+        self._count_traffic()
         yield from self.stream.flush()
         yield Finished(reason, self.stats.snapshot(), tuple(self.tokens), self.stream.text, message)
 

@@ -1,8 +1,15 @@
 """The speculation-off baseline: measured on the loaded target, on this machine, never assumed.
 
-After loading, a short calibration decodes a fixed prompt with K = 0 (the same loop as a reply,
-with no draft work). Any later reply that runs entirely with K = 0 replaces it, so the figure the
-speedup divides by is always recent. `describe()` says how and when it was measured.
+Right after loading, a calibration pays everything a first reply would otherwise pay once, inside
+the time the load takes anyway: the first touch of every model's weights, K = auto's first
+estimates (a short speculative run, so the first reply starts from measured acceptance and costs),
+and a timed run of the target alone with K = 0 — the baseline.
+
+A baseline is only comparable under the conditions it was measured in. When it is old, or the
+machine's other work has changed since, the next reply decodes its first few tokens with
+speculation off and timed apart (a probe: the reply itself is unchanged) and that becomes the
+baseline. Any reply run entirely at K = 0 replaces it too. `describe()` says how, when and how
+long ago it was measured.
 """
 
 from __future__ import annotations
@@ -12,15 +19,24 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
-from spectui.engine.events import Finished
+from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
+from spectui.engine.events import Finished, GenerationStats
+from spectui.session.machine import load_changed
 
 if TYPE_CHECKING:
     from spectui.engine.generator import Generator
 
 CALIBRATION_TOKENS = 32
-WARM_UP_TOKENS = 4
+FIRST_TOUCH_TOKENS = 4
+AUTO_WARM_TOKENS = 32
+PROBE_TOKENS = 16
+"""Tokens a reply decodes with speculation off when the baseline has gone stale."""
+MAX_AGE_SECONDS = 600.0
+MIN_TIMED_TOKENS = 8
 CALIBRATION_PROMPT = "Explain, step by step, how a bicycle gear system works."
+COMPLETION_PROMPT = ("The old lighthouse stood at the end of the harbour wall. Every evening the keeper climbed "
+                     "its hundred steps, and every evening")
+"""What a base model (completion mode) is calibrated on: text to continue, as its users write."""
 
 
 @dataclass(frozen=True)
@@ -28,36 +44,87 @@ class Baseline:
     tokens_per_second: float
     tokens: int
     source: str
-    """How it was measured: 'calibration after load' or 'reply with speculation off'."""
+    """How it was measured: 'calibration after load', 'reply with speculation off', …"""
     measured_at: datetime = field(default_factory=datetime.now)
+    round_trips_per_token: float = 0.0
+    """With the target on RPC workers: network round trips per token with speculation off."""
+    others_load: float | None = None
+    """Cores other programs used while it was measured (None where unknown)."""
 
-    def describe(self, with_time: bool = True) -> str:
-        when = f" {self.measured_at:%H:%M}" if with_time else ""
-        return f"baseline: {self.tokens} tokens, K=0, {self.source}{when}"
+    def describe(self, with_time: bool = True, now: datetime | None = None) -> str:
+        if not with_time:
+            return f"baseline: {self.tokens} tokens, K=0, {self.source}"
+        age = ((now or datetime.now()) - self.measured_at).total_seconds()
+        return f"baseline: {self.tokens} tokens, K=0, {self.source} {self.measured_at:%H:%M} ({_ago(age)})"
+
+    def is_stale(self, others_now: float | None, now: datetime | None = None) -> bool:
+        """Too old, or measured while the machine was busier or quieter than it is now."""
+        age = ((now or datetime.now()) - self.measured_at).total_seconds()
+        return age > MAX_AGE_SECONDS or load_changed(self.others_load, others_now)
 
 
-def from_finished(finished: Finished, source: str) -> Baseline | None:
-    """A baseline from a K = 0 generation, or None if it decoded too little to time."""
-    stats = finished.stats
+def baseline_probe(baseline: Baseline | None, others_now: float | None) -> int:
+    """Tokens the next reply should decode with speculation off to re-measure the baseline."""
+    return PROBE_TOKENS if baseline is None or baseline.is_stale(others_now) else 0
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 60:
+        return "just now"
+    minutes = int(seconds // 60)
+    return f"{minutes} min ago" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min ago"
+
+
+def from_stats(stats: GenerationStats, source: str, others_load: float | None = None) -> Baseline | None:
+    """A baseline from a reply: its probe if it had one, else the whole reply if it ran at K = 0
+    (the caller knows); None when too little was timed."""
+    if stats.probe_tokens >= MIN_TIMED_TOKENS and stats.probe_tps > 0:
+        return Baseline(stats.probe_tps, stats.probe_tokens, source, others_load=others_load)
     if stats.decode_tokens < 2 or stats.decode_tps <= 0:
         return None
-    return Baseline(stats.decode_tps, stats.decode_tokens, source)
+    return Baseline(stats.decode_tps, stats.decode_tokens, source,
+                    round_trips_per_token=stats.round_trips_per_token, others_load=others_load)
 
 
-def measure(generator: Generator, prompt: list[int], cancelled: Callable[[], bool],
-            tokens: int = CALIBRATION_TOKENS) -> Baseline | None:
-    """Decode up to `tokens` tokens greedily with speculation off and time them (blocking).
+def from_finished(finished: Finished, source: str, others_load: float | None = None) -> Baseline | None:
+    return from_stats(finished.stats, source, others_load)
 
-    A few tokens are decoded first, untimed, with speculation on: the first decodes after a
-    load run on cold caches, which would understate the baseline (and flatter the speedup),
-    and the draft gets the same warm-up before the first reply.
-    """
-    _run(generator, prompt, WARM_UP_TOKENS, DraftControl(2), cancelled)
+
+@dataclass(frozen=True)
+class Calibration:
+    """What the calibration after load measured."""
+
+    baseline: Baseline | None
+    warm_tokens: int = 0
+    warm_acceptance: float = 0.0
+    warm_seconds: float = 0.0
+
+    def describe(self) -> str:
+        """One line for the panel: what the first reply no longer pays for."""
+        if not self.warm_tokens:
+            return ""
+        acceptance = f", {self.warm_acceptance:.0%} accepted" if self.warm_acceptance else ""
+        return (f"warm start: weights touched and K=auto calibrated on {self.warm_tokens} tokens"
+                f"{acceptance} during the load")
+
+
+def calibrate(generator: Generator, prompt: list[int], cancelled: Callable[[], bool],
+              tokens: int = CALIBRATION_TOKENS, others_load: float | None = None) -> Calibration:
+    """Warm up, seed K = auto, and time the target alone (blocking; run it in a worker)."""
+    _run(generator, prompt, FIRST_TOUCH_TOKENS, DraftControl(2), cancelled)  # cold pages, first shapes
+    generator.forget_measurements()  # first-touch timings are not typical
+    warm = None
+    if generator.can_speculate:
+        warm = _run(generator, prompt, AUTO_WARM_TOKENS + 1, DraftControl(AUTO), cancelled)
     # +1: the first token comes out of the prompt pass and is not timed as decoding
     finished = _run(generator, prompt, tokens + 1, DraftControl(0, enabled=False), cancelled)
-    if finished is None or finished.reason == "cancelled":
-        return None
-    return from_finished(finished, "calibration after load")
+    if finished is None or finished.reason in ("cancelled", "worker"):
+        return Calibration(None)
+    baseline = from_finished(finished, "calibration after load", others_load)
+    if warm is None:
+        return Calibration(baseline)
+    stats = warm.stats
+    return Calibration(baseline, stats.decode_tokens, stats.acceptance_rate, stats.decode_seconds)
 
 
 def _run(generator: Generator, prompt: list[int], tokens: int, control: DraftControl,

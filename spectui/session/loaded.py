@@ -22,11 +22,11 @@ class EngineSession:
         self.generator: Generator | None = None
         self.chat_format: ChatFormat | None = None
 
-    def install(self, generator: Generator) -> None:
-        """Take over a freshly loaded generator (call with `lock` held)."""
+    def install(self, generator: Generator, mode: str = "auto") -> None:
+        """Take over a freshly loaded generator (call with `lock` held); `mode` as `--mode`."""
         self.release()
         self.generator = generator
-        self.chat_format = ChatFormat.from_model(generator.target)
+        self.chat_format = ChatFormat.from_model(generator.target, mode)
 
     def release(self) -> None:
         """Free the loaded models (call with `lock` held)."""

@@ -12,6 +12,8 @@ from spectui.engine.drafters import AUTO_KIND, DrafterSpec, check_spec
 from spectui.errors import SpectuiError
 
 DEFAULT_MAX_TOKENS = 1024
+COMPLETION_MAX_TOKENS = 256
+"""A base model continuing text has no end of turn: a continuation stops here unless told otherwise."""
 
 
 @dataclass(frozen=True)
@@ -24,10 +26,17 @@ class ChatOptions:
     """0 starts with speculation off (K returns to `auto` when it is turned on)."""
     temperature: float = 0.0
     seed: int | None = None
-    max_tokens: int = DEFAULT_MAX_TOKENS
+    max_tokens: int | None = None
+    """Most tokens per reply; None: DEFAULT_MAX_TOKENS, or COMPLETION_MAX_TOKENS for a base model."""
+    mode: str = "auto"
+    """`auto` (the model's chat template, else completion), `chat` or `completion`."""
     n_ctx: int = 4096
     threads: int | None = None
     n_gpu_layers: int | None = None
+    rpc: str | None = None
+    """`HOST:PORT[,…]`: the target's layers go to these `spectui worker`s; the drafters stay here."""
+    tensor_split: tuple[float, ...] | None = None
+    """With `rpc`: the target's share per device (default: by the workers' free memory)."""
     system: str | None = None
     resume: bool = False
     show_timings: bool = True
@@ -42,9 +51,11 @@ class ChatOptions:
             return DraftControl(AUTO, enabled=False, drafter=kind)
         return DraftControl(self.k, drafter=kind)
 
-    def generation_config(self) -> GenerationConfig:
+    def generation_config(self, completion: bool = False, baseline_probe: int = 0) -> GenerationConfig:
         sampling = SamplingConfig(temperature=self.temperature, seed=self.seed)
-        return GenerationConfig(max_tokens=self.max_tokens, sampling=sampling)
+        default = COMPLETION_MAX_TOKENS if completion else DEFAULT_MAX_TOKENS
+        return GenerationConfig(max_tokens=self.max_tokens or default, sampling=sampling,
+                                baseline_probe=baseline_probe)
 
     @property
     def models_label(self) -> str:
@@ -99,6 +110,8 @@ def options_from_args(args: argparse.Namespace) -> ChatOptions:
     return ChatOptions(
         pair_name=choice.pair_name, target=choice.target, drafter=choice.drafter,
         k=AUTO if k is None else k, temperature=args.temperature, seed=args.seed,
-        max_tokens=args.max_tokens or DEFAULT_MAX_TOKENS, n_ctx=args.ctx, threads=args.threads,
-        n_gpu_layers=args.n_gpu_layers, system=args.system, resume=args.resume, notice=choice.notice,
+        max_tokens=args.max_tokens, mode=args.mode, n_ctx=args.ctx, threads=args.threads,
+        n_gpu_layers=args.n_gpu_layers, rpc=args.rpc,
+        tensor_split=tuple(args.tensor_split) if args.tensor_split else None,
+        system=args.system, resume=args.resume, notice=choice.notice,
     )

@@ -25,12 +25,14 @@ from spectui.engine.config import DraftControl
 from spectui.engine.drafters.spec import DrafterInfo
 from spectui.engine.events import Finished
 from spectui.paths import chats_db_path
-from spectui.session.baseline import Baseline, from_finished
+from spectui.session.baseline import Baseline, baseline_probe, from_finished
 from spectui.session.loaded import EngineSession
+from spectui.session.machine import LoadMeter
 from spectui.session.options import ChatOptions
 from spectui.ui import summary
 from spectui.ui.chat_view import AssistantMessage, ChatLog, Comparison, NoteMessage, UserMessage
 from spectui.ui.controls import Controls
+from spectui.ui.examples import ExampleOpenings
 from spectui.ui.messages import (
     BaselineMeasured,
     EngineFailed,
@@ -58,6 +60,7 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         Binding("f5", "compare", "Re-run K=0"),
         Binding("f6", "toggle_colours", "Colours"),
         Binding("f7", "next_drafter", "Drafter"),
+        Binding("f8", "examples", "Examples", show=False),
         Binding("escape", "stop", "Stop"),
         Binding("ctrl+n", "new_chat", "New chat"),
         Binding("ctrl+o", "open_chats", "Chats"),
@@ -79,6 +82,10 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         self.busy: ReplyPurpose | None = None
         self.colouring = False
         self.baseline: Baseline | None = None
+        self.mode = "chat"
+        """How prompts are made for the loaded model: `chat`, `completion` or `plain-chat`."""
+        self.load_meter = LoadMeter()
+        """Other programs' CPU use, to tell when the baseline no longer compares."""
         self.reply_widget: AssistantMessage | None = None
         self.comparison: Comparison | None = None
         self.last_cycle_k: int | None = None
@@ -156,17 +163,41 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
 
     async def on_models_loaded(self, message: ModelsLoaded) -> None:
         self.drafters = message.drafters
+        self.mode = message.mode
+        self.conversation.mode = message.mode
+        self.sub_title = f"{self.mode} · {self.options.models_label}"
         self.refresh_k()
         for note in message.drafters.notes:
             self.notify(note, severity="warning", timeout=12)
             await self.note(note, "warning")
-        if message.fallback_template:
+        if message.mode == "plain-chat":
             self.notify(message.template_note, severity="warning")
             await self.note(message.template_note, "warning")
+        await self.show_examples()
+
+    async def show_examples(self) -> None:
+        """In completion mode, on an empty chat: say what a base model does, offer openings."""
+        for old in self.query(ExampleOpenings):
+            await old.remove()
+        if self.mode == "completion" and not self.conversation.messages:
+            await self.log_view.add(ExampleOpenings(id="examples"))
+
+    def action_examples(self) -> None:
+        examples = self.query(ExampleOpenings)
+        if examples:
+            examples.first().focus_next_example()
+        else:
+            self.notify("example openings are offered for a base model (completion mode) on a new chat")
+
+    async def on_example_openings_picked(self, message: ExampleOpenings.Picked) -> None:
+        await self.submit(message.text)
 
     def on_baseline_measured(self, message: BaselineMeasured) -> None:
-        if message.baseline is not None:
-            self.set_baseline(message.baseline)
+        calibration = message.calibration
+        if calibration.baseline is not None:
+            self.set_baseline(calibration.baseline)
+        self.panel.state.warm_note = calibration.describe()
+        self.panel.show()
         self.ready = True
         self.set_status(f"ready · {self.options.models_label}", busy=False)
 
@@ -200,17 +231,26 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
     @on(Input.Submitted, "#prompt")
     async def send(self, event: Input.Submitted) -> None:
         text = event.value.strip()
-        if not text or not self.can_generate():
-            return
-        event.input.clear()
+        if text and await self.submit(text):
+            event.input.clear()
+
+    async def submit(self, text: str) -> bool:
+        """Send `text` as the user's next message; False when no reply can start now."""
+        if not self.can_generate():
+            return False
+        for examples in self.query(ExampleOpenings):
+            await examples.remove()
+        self.query_one("#prompt", Input).focus()
         self.conversation.add_user(text)
         await self.log_view.add(UserMessage(text))
-        self.reply_widget = AssistantMessage(streaming=True)
+        title = "continuation" if self.mode == "completion" else "assistant"
+        self.reply_widget = AssistantMessage(title=title, streaming=True)
         await self.log_view.add(self.reply_widget)
         self.reply_widget.set_colouring(self.colouring)
         self.conversation.start_reply()
         self.panel.start_reply()
         self.begin_generation("reply", self.conversation.prompt_messages(), self.draft_control)
+        return True
 
     def can_generate(self) -> bool:
         if not self.ready:
@@ -226,7 +266,9 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         self.busy = purpose
         self.stop_requested.clear()
         self.set_status("generating… (Escape stops)", None)
-        self.generate_reply(messages, self.options.generation_config(), control, purpose)
+        probe = baseline_probe(self.baseline, self.load_meter.others()) if purpose == "reply" else 0
+        config = self.options.generation_config(self.mode == "completion", probe if control.enabled else 0)
+        self.generate_reply(messages, config, control, purpose)
 
     def _target_widget(self, purpose: ReplyPurpose) -> AssistantMessage | None:
         if purpose == "compare":
@@ -255,15 +297,16 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
             self.draft_control, self.drafters, self.last_cycle_k
         )
         stats = summary.reply_stats(finished, k_label)
-        if message.speculation_off:
-            source = "side-by-side re-run" if message.purpose == "compare" else "reply with speculation off"
-            if (fresh := from_finished(finished, source)) is not None:
+        if message.speculation_off or finished.stats.probe_tokens:
+            source = ("side-by-side re-run" if message.purpose == "compare" else
+                      "reply with speculation off" if message.speculation_off else "probe at this reply's start")
+            if (fresh := from_finished(finished, source, self.load_meter.others())) is not None:
                 self.set_baseline(fresh)
         if message.purpose == "compare":
             await self._finish_comparison(finished, stats)
         else:
             await self._finish_reply(finished, stats)
-        if finished.reason == "context":
+        if finished.reason in ("context", "worker"):
             self.notify(finished.message, severity="error", timeout=15)
             await self.note(finished.message, "error")
         await self.end_reply()

@@ -15,7 +15,7 @@ from textual.message import Message
 from spectui.engine.config import DraftLength
 from spectui.engine.drafters.spec import DrafterInfo
 from spectui.engine.events import CycleStats, Finished, GenerationStats
-from spectui.session.baseline import Baseline
+from spectui.session.baseline import Calibration
 
 ReplyPurpose = Literal["reply", "compare"]
 """`reply`: an answer in the conversation; `compare`: the last prompt re-run with K = 0."""
@@ -43,14 +43,15 @@ class ModelsLoaded(Message):
     target_name: str
     drafters: DrafterInfo
     template_note: str
-    fallback_template: bool
+    mode: str
+    """How prompts are made: `chat`, `completion` (a base model continues the text) or `plain-chat`."""
 
 
 @dataclass
 class BaselineMeasured(Message):
-    """The calibration after load finished; None when it was cancelled or decoded too little."""
+    """The calibration after load finished (its baseline is None when it was cancelled)."""
 
-    baseline: Baseline | None
+    calibration: Calibration
 
 
 @dataclass

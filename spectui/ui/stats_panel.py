@@ -24,6 +24,9 @@ from spectui.session.baseline import Baseline
 
 HIDDEN = "(hidden)"
 NONE_YET = "—"
+MIN_MEASURED_TOKENS = 16
+"""A reply that decoded fewer tokens is too short for a speed ratio worth showing: a handful of
+cycles, each paying a first draft pass, says more about noise than about speculation."""
 LOW_ACCEPTANCE = 0.4
 MIN_DRAFTED_FOR_ADVICE = 16
 
@@ -58,10 +61,16 @@ def figures(totals: GenerationStats | None, baseline: Baseline | None,
     rows = [
         ("acceptance", f"{totals.acceptance_rate:.0%}" if drafted and totals else NONE_YET),
         ("mean accepted", f"{totals.mean_accepted:.2f} tok/pass" if passes and totals else NONE_YET),
+        ("first token", _first_token(totals, show_timings)),
         ("this reply", _speed(tps, show_timings)),
         ("baseline (K=0)", _speed(baseline.tokens_per_second, show_timings) if baseline else "measuring…"),
     ]
-    rows.append(("speedup", _speedup(tps, baseline, show_timings)))
+    rows.append(("speedup", _speedup(tps, baseline, show_timings, totals)))
+    if totals is not None and totals.round_trips:
+        off = f" (K=0: {baseline.round_trips_per_token:.2f})" if baseline and baseline.round_trips_per_token else ""
+        rows.append(("round trips", f"{totals.round_trips_per_token:.2f}/token{off}"))
+        if show_timings:
+            rows.append(("waiting on workers", f"{totals.network_wait_seconds:.1f} s"))
     return rows
 
 
@@ -71,11 +80,28 @@ def _speed(tps: float, show_timings: bool) -> str:
     return f"{tps:.1f} tok/s" if tps > 0 else NONE_YET
 
 
-def _speedup(tps: float, baseline: Baseline | None, show_timings: bool) -> str:
+def _first_token(totals: GenerationStats | None, show_timings: bool) -> str:
+    """Time to the first token (reading the prompt): shown apart from the decode speed."""
+    if not show_timings:
+        return HIDDEN
+    if totals is None or totals.prompt_seconds <= 0:
+        return NONE_YET
+    return f"{totals.prompt_seconds:.2f} s ({totals.prompt_tokens} prompt tok)"
+
+
+def too_short(totals: GenerationStats | None) -> bool:
+    """Too little decoded (after any probe) for its speed to mean anything yet."""
+    return totals is None or totals.decode_tokens < MIN_MEASURED_TOKENS
+
+
+def _speedup(tps: float, baseline: Baseline | None, show_timings: bool,
+             totals: GenerationStats | None = None) -> str:
     if not show_timings:
         return HIDDEN
     if baseline is None or tps <= 0 or baseline.tokens_per_second <= 0:
         return NONE_YET
+    if too_short(totals):
+        return f"— (too short to measure: {totals.decode_tokens if totals else 0} tokens)"
     return f"{tps / baseline.tokens_per_second:.2f}x"
 
 
@@ -105,6 +131,8 @@ class PanelState:
     baseline: Baseline | None = None
     cycles: list[CycleStats] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warm_note: str = ""
+    """What the calibration after load paid for in advance (warm start)."""
 
 
 class StatsPanel(Vertical):
@@ -127,6 +155,8 @@ class StatsPanel(Vertical):
 
     def on_mount(self) -> None:
         self.show()
+        if self.show_timings:
+            self.set_interval(30, self.show)  # the baseline's age ("3 min ago") stays true
 
     def start_reply(self) -> None:
         self.state.totals = None
@@ -147,7 +177,7 @@ class StatsPanel(Vertical):
         speeds = speed_series(state.cycles) if self.show_timings else []
         self.query_one("#speed-spark", Sparkline).data = speeds
         self.query_one("#baseline-note", Static).update(self._baseline_note())
-        self.query_one("#panel-notes", Static).update("\n".join(state.notes))
+        self.query_one("#panel-notes", Static).update("\n".join([*state.notes, state.warm_note]).strip())
 
     def _baseline_note(self) -> str:
         baseline = self.state.baseline

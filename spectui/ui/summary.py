@@ -10,6 +10,7 @@ REASONS = {
     "cancelled": "stopped",
     "length": "cut at --max-tokens",
     "context": "context full",
+    "worker": "cut: a worker was lost",
 }
 
 

@@ -23,7 +23,7 @@ from spectui.chat.template import ChatMessage
 from spectui.engine.config import DraftControl, GenerationConfig
 from spectui.engine.events import CycleStats, Event, Finished, GenerationStats, Progress, TextPiece
 from spectui.errors import LoadCancelled, SpectuiError
-from spectui.session import baseline, memory
+from spectui.session import baseline, machine, memory
 from spectui.session.loaded import EngineSession
 from spectui.session.options import ChatOptions
 from spectui.ui.messages import (
@@ -151,22 +151,40 @@ class EngineWorkers:
         from spectui.engine.generator import load_generator
 
         progress = Throttle(self.post_message, f"loading {options.models_label}", cancelled=cancelled)
+        meter = machine.LoadMeter()
+        threads = options.threads or self._choose_threads(meter)
         generator = load_generator(
             options.target, plan.apply(options.drafter), n_ctx=options.n_ctx,
-            n_gpu_layers=plan.n_gpu_layers, n_threads=options.threads, progress=progress,
+            n_gpu_layers=plan.n_gpu_layers, n_threads=threads, progress=progress,
+            rpc=options.rpc, tensor_split=options.tensor_split,
         )
         if cancelled():
             generator.close()
             return
-        self.session.install(generator)
+        self.session.install(generator, options.mode)
         chat_format = self.session.chat_format
         assert chat_format is not None
         self.post_message(ModelsLoaded(options.target.name, generator.describe(),
-                                       chat_format.description, chat_format.is_fallback))
-        self.post_message(LoadProgress("measuring the speculation-off baseline", None))
-        prompt = self.session.prompt_tokens([ChatMessage("user", baseline.CALIBRATION_PROMPT)])
-        measured = baseline.measure(generator, prompt, cancelled, options.calibration_tokens)
-        self.post_message(BaselineMeasured(measured))
+                                       chat_format.description, chat_format.mode))
+        self.post_message(LoadProgress("warming up and measuring the speculation-off baseline", None))
+        text = baseline.COMPLETION_PROMPT if chat_format.is_completion else baseline.CALIBRATION_PROMPT
+        prompt = self.session.prompt_tokens([ChatMessage("user", text)])
+        meter.others()
+        calibration = baseline.calibrate(generator, prompt, cancelled, options.calibration_tokens)
+        others = meter.others()
+        if calibration.baseline is not None:
+            calibration = replace(calibration, baseline=replace(calibration.baseline, others_load=others))
+        self.post_message(BaselineMeasured(calibration))
+
+    def _choose_threads(self, meter: machine.LoadMeter) -> int:
+        """One llama.cpp thread per core other programs leave free; said when that is fewer."""
+        others = meter.sample()
+        threads = machine.default_threads(others)
+        if threads < machine.cpu_count() and others is not None:
+            self.post_message(LoadWarning(
+                f"using {threads} of {machine.cpu_count()} CPU threads: other programs keep "
+                f"{others:.1f} cores busy (--threads N chooses)"))
+        return threads
 
     def _memory_plan(self, options: ChatOptions) -> memory.MemoryPlan:
         return memory.plan_run(options.target, options.drafter, options.n_ctx, options.n_gpu_layers)
