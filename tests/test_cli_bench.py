@@ -75,7 +75,7 @@ def test_bench_repeat_interleaves_rounds_and_reports_medians(tiny_pair, capsys):
     rows = [json.loads(line) for line in out.splitlines()]
     assert [r["repeats"] for r in rows] == [2, 2]
     assert all(r["identical"] is True for r in rows)
-    order = [line for line in err.splitlines() if "round" in line]
+    order = [line for line in err.splitlines() if "round" in line and line.endswith(" ...")]
     assert [line.split(" ...")[0] for line in order] == [
         "baseline (K=0) on 2 prompt(s) (round 1/2)", "speculative K=2 (round 1/2)", "speculative K=5 (round 1/2)",
         "baseline (K=0) on 2 prompt(s) (round 2/2)", "speculative K=2 (round 2/2)", "speculative K=5 (round 2/2)",
@@ -99,3 +99,37 @@ def test_a_bare_command_means_chat(argv, expected):
     if expected[0] == "chat":
         args = build_parser().parse_args(expected)
         assert args.command == "chat"
+
+
+def _row(**values):
+    from spectui.bench.report import BenchRow
+
+    base = dict(k=4, temperature=0.0, max_tokens=24, prompts=2, baseline_tps=30.0, speculative_tps=45.0,
+                speedup=1.5, acceptance_rate=0.8, mean_accepted=3.0, identical=True, prompt_tps=100.0,
+                repeats=3, peak_rss_mb=100.0, target="t.gguf", draft="d.gguf", drafter="model",
+                drafter_label="draft model d.gguf", by_drafter={}, round_trips_per_token=0.0,
+                baseline_round_trips_per_token=0.0, network_wait_seconds=0.0, devices=[],
+                speedup_min=1.45, speedup_max=1.55, others_cores=0.05, threads=2)
+    base.update(values)
+    return BenchRow(**base)
+
+
+def test_bench_warns_when_the_machine_was_busy_or_the_rounds_disagree():
+    from spectui.bench.report import format_table, warnings
+
+    assert warnings([_row()]) == []
+    busy = warnings([_row(others_cores=1.1)])
+    assert len(busy) == 1 and "1.1 cores" in busy[0]
+    disagree = warnings([_row(speedup_min=0.9, speedup_max=2.4)])
+    assert len(disagree) == 1 and "0.90x to 2.40x" in disagree[0]
+    assert warnings([_row(repeats=1, speedup_min=0.9, speedup_max=2.4)]) == []  # one round: no spread
+    table = format_table([_row()])
+    assert "rounds" in table.splitlines()[0] and "1.45-1.55" in table.splitlines()[1]
+
+
+def test_bench_json_has_the_spread_the_load_and_the_threads(tiny_pair, capsys):
+    assert main(bench(tiny_pair, "-k", "3", "--repeat", "2", "--threads", "1", "--json")) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["speedup_min"] <= row["speedup"] <= row["speedup_max"]
+    assert row["threads"] == 1 and "others_cores" in row
+    assert row["drafter"] == "model" and row["by_drafter"]["model"]["proposed"] > 0

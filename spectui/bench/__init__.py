@@ -17,13 +17,14 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
-from spectui.bench.report import BenchRow, RunInfo, RunTotals, format_table, make_row
+from spectui.bench.report import BenchRow, RunInfo, RunTotals, format_table, make_row, warnings
 from spectui.engine.config import AUTO, DraftControl, DraftLength, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished
 from spectui.engine.generator import Generator
 from spectui.errors import SpectuiError
+from spectui.session import machine
 from spectui.session.options import ModelChoice
 
 DEFAULT_PROMPTS = (
@@ -47,8 +48,6 @@ class Workload:
 
 def workload(gen: Generator, texts: Sequence[str], config: GenerationConfig, drafter: str | None) -> Workload:
     """Each prompt as one user turn in the model's chat template, with its stop strings."""
-    from dataclasses import replace
-
     from spectui.chat.template import ChatFormat, ChatMessage
 
     fmt = ChatFormat.from_model(gen.target)
@@ -96,16 +95,23 @@ def bench_command(args: argparse.Namespace) -> int:
     for warning in plan.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     label = f"{choice.target.name} + {choice.drafter.draft.name}" if choice.drafter.draft else choice.target.name
-    print(f"loading {label} ...", file=sys.stderr)
+    meter = machine.LoadMeter()
+    threads = args.threads or machine.default_threads(meter.sample())
+    print(f"loading {label} ({threads} thread{'s' if threads > 1 else ''}) ...", file=sys.stderr)
     gen = load_generator(choice.target, plan.apply(choice.drafter), n_ctx=args.ctx,
-                         n_gpu_layers=plan.n_gpu_layers, n_threads=args.threads, rpc=args.rpc,
+                         n_gpu_layers=plan.n_gpu_layers, n_threads=threads, rpc=args.rpc,
                          tensor_split=args.tensor_split)
     try:
         for note in gen.notes:
             print(f"note: {note}", file=sys.stderr)
-        rows = run_bench(gen, args, choice)
+        meter.others()
+        rows = run_bench(gen, args, choice, threads)
+        others = meter.others()
+        rows = [replace(row, others_cores=None if others is None else round(others, 2)) for row in rows]
     finally:
         gen.close()
+    for warning in warnings(rows):
+        print(f"warning: {warning}", file=sys.stderr)
     if args.json:
         for row in rows:
             print(json.dumps(asdict(row)), flush=True)
@@ -114,7 +120,7 @@ def bench_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_bench(gen: Generator, args: argparse.Namespace, choice: ModelChoice) -> list[BenchRow]:
+def run_bench(gen: Generator, args: argparse.Namespace, choice: ModelChoice, threads: int) -> list[BenchRow]:
     if not gen.can_speculate:
         reason = gen.notes[0] if gen.notes else "no drafter runs with these models"
         raise SpectuiError(f"nothing to compare with the baseline: {reason}; pass --draft PATH or pick a pair "
@@ -127,7 +133,7 @@ def run_bench(gen: Generator, args: argparse.Namespace, choice: ModelChoice) -> 
     kind = None if choice.drafter.kind == "auto" else choice.drafter.kind
     work = workload(gen, args.prompt or DEFAULT_PROMPTS, config, kind)
     info = RunInfo(choice.target, choice.drafter.draft, kind or gen.default_kind, gen.label(kind),
-                   devices(gen))
+                   devices(gen), threads=threads)
     results = measure(gen, work, ks, args.repeat)
     return [make_row(k, config, bases, specs, info) for k, (bases, specs) in results.items()]
 

@@ -98,6 +98,12 @@ class BenchRow:
     """With --rpc: seconds spent waiting on workers over the speculative runs (all rounds)."""
     devices: list[dict[str, object]]
     """With --rpc: each worker device (name, endpoint, layers, bytes placed there)."""
+    speedup_min: float
+    speedup_max: float
+    """The spread of the per-round speedups (equal with --repeat 1)."""
+    others_cores: float | None
+    """Cores other programs used, on average, while the benchmark ran (None where unknown)."""
+    threads: int
 
 
 def peak_rss_mb() -> float:
@@ -124,6 +130,8 @@ class RunInfo:
     drafter: str
     drafter_label: str
     devices: list[dict[str, object]] = field(default_factory=list)
+    others_cores: float | None = None
+    threads: int = 0
 
 
 def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], specs: list[RunTotals],
@@ -157,6 +165,10 @@ def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], s
             sum(b.round_trips for b in bases) / max(sum(b.generated for b in bases), 1), 3),
         network_wait_seconds=round(sum(s.network_wait_seconds for s in specs), 3),
         devices=info.devices,
+        speedup_min=round(min(ratios(bases, specs), default=0.0), 3),
+        speedup_max=round(max(ratios(bases, specs), default=0.0), 3),
+        others_cores=None if info.others_cores is None else round(info.others_cores, 2),
+        threads=info.threads,
     )
 
 
@@ -172,10 +184,32 @@ def _by_drafter(specs: list[RunTotals]) -> dict[str, dict[str, float]]:
 
 
 def format_table(rows: list[BenchRow]) -> str:
-    lines = [f"{'K':>5} {'baseline tok/s':>15} {'spec tok/s':>11} {'speedup':>8} {'accept':>7} "
-             f"{'mean acc.':>9} {'identical':>9}"]
+    spread = any(r.repeats > 1 for r in rows)
+    lines = [f"{'K':>5} {'baseline tok/s':>15} {'spec tok/s':>11} {'speedup':>8} "
+             + (f"{'rounds':>12} " if spread else "") + f"{'accept':>7} {'mean acc.':>9} {'identical':>9}"]
     for r in rows:
         identical = "-" if r.identical is None else ("yes" if r.identical else "NO")
-        lines.append(f"{r.k!s:>5} {r.baseline_tps:>15.1f} {r.speculative_tps:>11.1f} {r.speedup:>7.2f}x "
+        rounds = f"{r.speedup_min:>5.2f}-{r.speedup_max:<5.2f}x " if spread else ""
+        lines.append(f"{r.k!s:>5} {r.baseline_tps:>15.1f} {r.speculative_tps:>11.1f} {r.speedup:>7.2f}x {rounds}"
                      f"{r.acceptance_rate:>7.1%} {r.mean_accepted:>9.2f} {identical:>9}")
     return "\n".join(lines)
+
+
+DISAGREE = 0.2
+"""Rounds whose speedups spread wider than this fraction of their median disagree."""
+BUSY_CORES = 0.3
+"""Other programs using more than this many cores make every timing doubtful."""
+
+
+def warnings(rows: list[BenchRow]) -> list[str]:
+    """What makes these figures doubtful, one line each: a busy machine, rounds that disagree."""
+    found = []
+    others = rows[0].others_cores if rows else None
+    if others is not None and others > BUSY_CORES:
+        found.append(f"other programs used {others:.1f} cores while this ran: timings are unreliable; "
+                     "rerun on a quiet machine")
+    for r in rows:
+        if r.repeats > 1 and r.speedup > 0 and (r.speedup_max - r.speedup_min) / r.speedup > DISAGREE:
+            found.append(f"K={r.k}: the rounds disagree ({r.speedup_min:.2f}x to {r.speedup_max:.2f}x); "
+                         "the median is shown; rerun with more --repeat on a quiet machine")
+    return found
