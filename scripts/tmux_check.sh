@@ -59,6 +59,7 @@ sys.path.insert(0, "tests")
 import tiny_gguf
 
 tiny_gguf.write_pair(Path(sys.argv[1]))
+tiny_gguf.write_pair(Path(sys.argv[1]) / "base", spec=tiny_gguf.TinySpec(chat_template=None))
 EOF
 
 tmux new-session -d -s "$SESSION" -x 120 -y 40 \
@@ -99,4 +100,25 @@ assert [m.role for m in messages] == ["user", "assistant"], messages
 assert messages[1].complete and messages[1].content
 EOF
 
-echo "tmux check passed: reply streamed, panel showed acceptance/baseline/speedup, keys worked, chat saved"
+# The first-run screen of a base model (no chat template), as a new user sees it: completion mode
+# in the header, the one-line hint, and an example opening picked from the keyboard.
+tmux kill-session -t "$SESSION"
+tmux new-session -d -s "$SESSION" -x 120 -y 40 \
+    "cd '$ROOT' && '$PYTHON' -m spectui chat --target '$WORK/models/base/target.gguf' \
+     --draft '$WORK/models/base/draft.gguf' --max-tokens 32 --ctx 1024 --threads 1; \
+     echo SPECTUI-EXIT=\$?; sleep 600"
+wait_for "ready ·" 90
+expect "completion ·"
+expect "base model: it continues your text"
+expect "warm start:"
+tmux send-keys -t "$SESSION" F8
+sleep 0.5
+tmux send-keys -t "$SESSION" Enter
+wait_for "continuation" 30
+expect "The lighthouse keeper found the bottle"
+wait_for "tokens ·" 60
+tmux send-keys -t "$SESSION" C-q
+wait_for "SPECTUI-EXIT=0" 30
+
+echo "tmux check passed: reply streamed, panel showed acceptance/baseline/speedup, keys worked, chat saved;"
+echo "a base model opened in completion mode and an example opening was picked with F8 + Enter"

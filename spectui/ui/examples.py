@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Button, Static
 
@@ -21,6 +21,7 @@ EXAMPLES: tuple[tuple[str, str], ...] = (
     ("list", "Ten things to pack for a week of hiking in the mountains:\n\n1."),
     ("code", 'def is_prime(n: int) -> bool:\n    """Return True if n is a prime number."""\n'),
 )
+PREVIEW = 56
 HINT = "base model: it continues your text — try one of these (F8 picks, Enter sends)"
 
 
@@ -33,11 +34,10 @@ class ExampleOpenings(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(Text(HINT), classes="examples-hint")
-        with Horizontal(classes="examples-row"):
-            for name, text in EXAMPLES:
-                first_line = text.splitlines()[0]
-                label = f"{name}: {first_line[:28]}…" if len(first_line) > 28 else f"{name}: {first_line}"
-                yield Button(label, id=f"example-{name}", classes="example", compact=True)
+        for name, text in EXAMPLES:
+            first_line = text.splitlines()[0]
+            preview = f"{first_line[:PREVIEW]}…" if len(first_line) > PREVIEW else first_line
+            yield Button(f"{name}: {preview}", id=f"example-{name}", classes="example", compact=True)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
