@@ -49,7 +49,8 @@ def add_worker_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def worker_command(args: argparse.Namespace) -> int:
-    from spectui.engine import rpc, rpc_wire
+    from spectui.engine import rpc
+    from spectui.engine.rpc import wire as rpc_wire
 
     rpc.require_rpc()
     host = _ipv4(args.host)
@@ -142,7 +143,7 @@ def spawn(host: str, port: int, *, threads: int | None = None, wrapper: Sequence
           timeout: float = 60.0) -> WorkerProcess:
     """Start `python -m spectui worker` (inside `wrapper`, e.g. `ip netns exec NS`) and wait until
     it answers a handshake."""
-    from spectui.engine import rpc_wire
+    from spectui.engine.rpc import wire as rpc_wire
 
     command = [*wrapper, sys.executable, "-m", "spectui", "worker", "--host", host, "--port", str(port)]
     if threads:

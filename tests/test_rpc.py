@@ -18,10 +18,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from spectui.engine import rpc, rpc_wire
+from spectui.engine import rpc
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished, Progress
 from spectui.engine.generator import Generator, load_generator
+from spectui.engine.rpc import wire as rpc_wire
 from spectui.errors import RpcError
 from spectui.worker import WorkerProcess, spawn
 

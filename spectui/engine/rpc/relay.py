@@ -8,7 +8,7 @@ llama.cpp connects to the relay instead of the worker; the relay forwards every 
 * keeps the process alive when the worker dies. llama.cpp aborts the process on any failed
   send or receive (`RPC_STATUS_ASSERT` -> GGML_ABORT, ggml/src/ggml-rpc/ggml-rpc.cpp:35 and
   `rpc_dispatcher::work`, :557-575). The relay instead notes the loss and answers llama.cpp's
-  remaining commands with well-formed dummies (`rpc_wire.fake_response`); spectui checks
+  remaining commands with well-formed dummies (`wire.fake_response`); spectui checks
   `lost` after every decode and throws those results away.
 """
 
@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from spectui.engine.rpc_wire import (
+from spectui.engine.rpc.wire import (
     RESPONSE_SIZE,
     Cmd,
     Endpoint,

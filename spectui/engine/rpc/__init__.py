@@ -7,9 +7,9 @@ worker`). The devices are never registered globally: they go into the *target's*
 `llama_model_params.devices` only (src/llama.cpp:158-185), so the draft, loaded with the default
 device list, stays on this machine.
 
-Before llama.cpp touches a worker, `rpc_wire.probe` checks it (llama.cpp aborts the process on a
+Before llama.cpp touches a worker, `wire.probe` checks it (llama.cpp aborts the process on a
 refused connection or another protocol version), and every worker is reached through an
-in-process `Relay` that counts round trips and survives a worker that dies (see rpc_relay).
+in-process `Relay` that counts round trips and survives a worker that dies (see relay.py).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from spectui.engine.rpc_relay import Relay, Traffic
-from spectui.engine.rpc_wire import Endpoint, WorkerInfo, parse_endpoints, probe
+from spectui.engine.rpc.relay import Relay, Traffic
+from spectui.engine.rpc.wire import Endpoint, WorkerInfo, parse_endpoints, probe
 from spectui.errors import RpcError, WorkerLostError
 
 REBUILD_COMMAND = (
