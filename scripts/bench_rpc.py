@@ -10,7 +10,7 @@ It starts `--workers` `spectui worker` processes on 127.0.0.1, loads the target 
 T = 0 after a warm-up reply (llama.cpp asks a worker for allocation sizes the first time it sees
 a batch shape: one-off round trips kept out of the figures). Network settings:
 
-* `relay +D ms`: spectui's relay (spectui/engine/rpc_relay.py) holds every answer D ms, i.e.
+* `relay +D ms`: spectui's relay (spectui/engine/rpc/relay.py) holds every answer D ms, i.e.
   D ms more round-trip time; bandwidth is not limited.
 * `netem D ms` (`--netem auto`, root and a kernel with sch_netem): the workers run in a network
   namespace behind a veth pair with `tc netem delay D/2 ms` on each side.
