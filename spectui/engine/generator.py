@@ -31,6 +31,9 @@ def context_full_message(n_ctx: int) -> str:
 
 
 class Generator:
+    speculation_off: str | None = None
+    """Why this target cannot speculate (e.g. a recurrent model without rollback), one line."""
+
     def __init__(self, target: LlamaModel, proposer: Proposer | None = None) -> None:
         self.target = target
         self.proposer = proposer
@@ -126,7 +129,7 @@ class _Reply:
         wanted = control.effective_k()
         k = self.auto.choose() if wanted == AUTO else wanted
         remaining = self.config.max_tokens - len(self.tokens) - 1
-        return max(0, min(k, remaining, self.target.room() - 1))
+        return max(0, min(k, remaining, self.target.room() - 1, self.target.max_undo))
 
     def _p_min(self, control: DraftControl) -> float:
         """A fixed K drafts exactly K; auto stops a draft once a token is not worth its cost."""
@@ -174,23 +177,25 @@ def load_generator(
 
     target = LlamaModel.load(target_path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers,
                              n_threads=n_threads, progress=part(0.0, 0.8 if draft_path else 1.0))
-    if draft_path is None:
-        return Generator(target)
+    if draft_path is None or target.speculation_blocker:
+        generator = Generator(target)
+        generator.speculation_off = target.speculation_blocker
+        return generator
     try:
+        # A draft goes back by state checkpoints, never by snapshots: it keeps none (rollback_depth=0).
         draft = LlamaModel.load(draft_path, n_ctx=n_ctx,
                                 n_gpu_layers=n_gpu_layers if draft_n_gpu_layers is None else draft_n_gpu_layers,
-                                n_threads=n_threads, progress=part(0.8, 1.0))
+                                n_threads=n_threads, progress=part(0.8, 1.0), rollback_depth=0)
     except Exception:
         target.close()
         raise
     try:
         check_compatible(target, draft, target_name=Path(target_path).name, draft_name=Path(draft_path).name)
-        for model in (target, draft):
-            if not model.can_roll_back:
-                raise UnsupportedModelError(
-                    f"{model.path.name} is a recurrent/hybrid model whose context cannot be rolled "
-                    "back, so it cannot be used for speculative decoding; run it without --draft"
-                )
+        if draft.speculation_blocker:
+            raise UnsupportedModelError(
+                f"the draft {draft.path.name} (arch {draft.arch}) cannot roll back its recurrent state; "
+                "pick another draft or run without --draft"
+            )
     except Exception:
         draft.close()
         target.close()

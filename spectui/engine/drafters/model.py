@@ -33,7 +33,7 @@ class DraftModelProposer:
             return proposal
         # Catch up: decode whatever the draft has not seen (at least the last token).
         proposal.caught_up = len(context) - self.model.kept_on_sync(context)
-        logits = self.model.sync(context)
+        logits = self.model.catch_up(context)
         proposal.decodes = 1
         while True:
             token, dist, confidence = self._choose(logits, cfg, rng, p_min)
