@@ -22,7 +22,8 @@ import numpy as np
 
 PARTIAL_ONLY = llama_cpp.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
 MAX_KEPT = 4
-"""Checkpoints kept for later turns (prompt ends); the oldest goes first."""
+"""Checkpoints kept for later turns (prompt ends). When there are more, the one closest to its
+predecessor goes (never the newest), so they stay spread over the context."""
 
 
 @dataclass
@@ -67,8 +68,14 @@ class CheckpointStore:
             self.kept.append(checkpoint)
             self.kept.sort(key=lambda c: c.n_tokens)
             while len(self.kept) > self.max_kept:
-                self.kept.pop(0)
+                self.kept.pop(self._densest())
         return checkpoint
+
+    def _densest(self) -> int:
+        """Index of the kept checkpoint (other than the newest) nearest to the one before it."""
+        positions = [0] + [c.n_tokens for c in self.kept]
+        gaps = [positions[i + 1] - positions[i] for i in range(len(self.kept) - 1)]
+        return gaps.index(min(gaps))
 
     def has_kept(self, n_tokens: int) -> bool:
         return any(c.n_tokens == n_tokens for c in self.kept)

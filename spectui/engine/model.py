@@ -298,7 +298,7 @@ class LlamaModel:
     def checkpoint(self) -> None:
         """Make a later `truncate`/`sync` back to the current position cheap on a recurrent or
         hybrid model (a state copy, in host memory); a no-op for attention-only models."""
-        self._rewinder.keep_checkpoint(len(self.cached))
+        self._rewinder.keep_checkpoint(len(self.cached), again=True)
 
     def common_prefix(self, tokens: Sequence[int]) -> int:
         n = 0

@@ -141,9 +141,10 @@ class Rewinder:
         if self.uses_checkpoints:
             self._armed_at = n_cached
 
-    def keep_checkpoint(self, n_cached: int) -> None:
-        """Copy the state now, to come back to this position in later turns."""
-        if self.uses_checkpoints and n_cached > 0 and not self.checkpoints.has_kept(n_cached):
+    def keep_checkpoint(self, n_cached: int, *, again: bool = False) -> None:
+        """Copy the state now, to come back to this position in later turns (a copy already
+        kept there is taken again only with `again`)."""
+        if self.uses_checkpoints and n_cached > 0 and (again or not self.checkpoints.has_kept(n_cached)):
             self.checkpoints.save(n_cached, rolling=False)
 
     def clear(self) -> None:
