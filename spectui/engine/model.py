@@ -94,10 +94,9 @@ class LlamaModel:
     ) -> LlamaModel:
         """Load a GGUF. `n_gpu_layers=None` offloads every layer when llama.cpp has a GPU backend.
 
-        `rollback_depth`: on archs with snapshot rollback, how many of the last decode's tokens
-        `truncate` can drop without a checkpoint (llama.cpp's n_rs_seq; each costs one more
-        recurrent state of memory). A speculative target needs its K (the verify pass decodes
-        [last, d_1..d_K] and undoes at most K); a draft needs 0 (it goes back by checkpoints).
+        `rollback_depth`: on snapshot archs, the last decode's tokens `truncate` can drop without
+        a checkpoint (llama.cpp's n_rs_seq; each costs one recurrent state of memory). A target
+        needs K (its verify pass undoes at most K); a draft needs 0 (it uses checkpoints).
 
         Raises `ModelLoadError` with a one-line reason for a missing, non-GGUF or damaged file.
         """
@@ -221,7 +220,7 @@ class LlamaModel:
     @property
     def rewind_counts(self) -> dict[str, int]:
         """How rewinds were done so far: "kv", "snapshot", "checkpoint", "reread"."""
-        return dict(self._rewinder.counts) if self._rewinder else {}
+        return dict(self._rewinder.counts)
 
     @property
     def vocab_type(self) -> int:
@@ -279,12 +278,8 @@ class LlamaModel:
     # ----- the KV cache ----------------------------------------------------------------------
 
     def truncate(self, n_keep: int) -> None:
-        """Drop every cached token from position `n_keep` on.
-
-        Recurrent/hybrid models undo the newest tokens with snapshots when llama.cpp's rules allow
-        it, else restore a checkpoint or re-read from the start, and decode again the cached
-        tokens between that point and `n_keep` (see `rewind.py`).
-        """
+        """Drop every cached token from position `n_keep` on. A recurrent state goes back by
+        snapshot, else by checkpoint or re-read plus decoding the tokens up to `n_keep` again."""
         if n_keep >= len(self.cached):
             return
         kept = self.cached[:n_keep]
