@@ -1,7 +1,8 @@
 """What recurrent-state snapshots cost a hybrid target, and what they save: for docs/BENCHMARKS.md.
 
     python scripts/bench_snapshots.py [--model PATH.gguf] [--shape tiny|wide|qwen35-9b-like]
-                                      [--layers N] [--rounds 20] [--ks 1,2,4,8,16] [--json]
+                                      [--layers N] [--f16] [--rounds 20] [--ks 1,2,4,8,16]
+                                      [--n-gpu-layers N] [--threads N] [--json]
 
 The same model is loaded twice in one process, with `rollback_depth` 0 (no snapshots: llama.cpp's
 n_rs_seq = 0) and 16 (spectui's default for a speculative target), and the two are measured
@@ -18,8 +19,9 @@ interleaved, round after round, so machine drift hits both alike. Medians are re
 
 Also printed: the recurrent-state bytes of each context (llama.cpp's log) next to spectui's
 formula, state_bytes x (1 + n_rs_seq). Without --model a qwen35 model of the chosen shape is
-generated with random weights (tests/tiny_hybrid.py; `qwen35-9b-like` is F16, about 2 GB for 8
-layers: meant for a GPU machine). Timings are wall-clock: run it on an otherwise idle machine.
+generated with random weights (tests/tiny_hybrid.py; `qwen35-9b-like` is F16, about 3.5 GB for 8
+layers, and needs about 11 GB of RAM to generate: meant for a GPU machine, with --n-gpu-layers
+99). Timings are wall-clock: run it on an otherwise idle machine.
 """
 
 from __future__ import annotations
@@ -47,14 +49,15 @@ SHAPES = {
 }
 
 
-def generate(shape: str, n_layer: int, directory: Path) -> Path:
+def generate(shape: str, n_layer: int, f16: bool, directory: Path) -> Path:
     import numpy as np
     import tiny_hybrid
 
     spec = tiny_hybrid.HybridSpec(n_layer=n_layer, **SHAPES[shape])
     weights = tiny_hybrid.hybrid_weights(spec, seed=1)
-    if shape == "qwen35-9b-like":
-        weights = {name: w.astype(np.float16) if w.ndim == 2 else w for name, w in weights.items()}
+    if f16:  # matrices only: llama.cpp's ssm_conv wants its kernel in f32, as converted GGUFs have it
+        weights = {name: w.astype(np.float16) if w.ndim == 2 and "ssm_conv1d" not in name else w
+                   for name, w in weights.items()}
     return tiny_hybrid.write_hybrid_gguf(directory / f"{shape}-{n_layer}.gguf", spec, weights, shape)
 
 
@@ -92,19 +95,23 @@ def main() -> int:
     parser.add_argument("--model", type=Path, help="a GGUF of a snapshot arch (qwen35, lfm2, nemotron_h, ...)")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="wide")
     parser.add_argument("--layers", type=int, default=8)
+    parser.add_argument("--f16", action="store_true", help="generated matrices in f16 (always for qwen35-9b-like)")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--ks", default="1,2,4,8,16")
     parser.add_argument("--n-gpu-layers", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     args = parser.parse_args()
 
     from spectui.engine.model import LlamaModel
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = args.model or generate(args.shape, args.layers, Path(tmp))
+        f16 = args.f16 or args.shape == "qwen35-9b-like"
+        path = args.model or generate(args.shape, args.layers, f16, Path(tmp))
         models, state_mib = {}, {}
         for depth in (0, 16):
-            models[depth] = LlamaModel.load(path, n_ctx=1024, rollback_depth=depth, n_gpu_layers=args.n_gpu_layers)
+            models[depth] = LlamaModel.load(path, n_ctx=1024, rollback_depth=depth, n_gpu_layers=args.n_gpu_layers,
+                                            n_threads=args.threads)
             state_mib[depth] = rs_mib()
         if models[16].rollback != "snapshots":
             print(f"{path.name}: arch {models[16].arch} keeps no snapshots; nothing to compare", file=sys.stderr)
