@@ -27,6 +27,10 @@ class UnsupportedModelError(SpectuiError):
     """The model cannot be used for speculation (e.g. its KV cache cannot be partially rolled back)."""
 
 
+class RollbackError(SpectuiError):
+    """llama.cpp refused to rewind a context it should be able to rewind (the context is cleared)."""
+
+
 class ContextFullError(SpectuiError):
     """The context window has no room left for the prompt or the reply."""
 

@@ -50,6 +50,13 @@ class Generator:
         return bool(self.drafters)
 
     @property
+    def speculation_off(self) -> str | None:
+        """Why nothing can draft with these models, in one line (None when something can)."""
+        if self.drafters:
+            return None
+        return self.notes[0] if self.notes else "no drafter was asked for"
+
+    @property
     def kinds(self) -> list[str]:
         """Drafter kinds the user can switch between."""
         return registry.offered_kinds(self.drafters)
@@ -183,7 +190,7 @@ class _Reply:
         wanted = 0 if probe else control.effective_k()
         drafter = self.generator.drafter(control.drafter) if wanted != 0 else None
         remaining = self.config.max_tokens - len(self.tokens) - 1
-        cap = min(remaining, self.target.room() - 1, drafter.max_k if drafter else 0)
+        cap = min(remaining, self.target.room() - 1, self.target.max_undo, drafter.max_k if drafter else 0)
         inner: Budget = self.auto if wanted == AUTO else FixedBudget(int(wanted))
         return (drafter if cap > 0 else None), CappedBudget(inner, max(cap, 0))
 
@@ -255,10 +262,8 @@ def load_generator(
         if rpc is not None:
             rpc.close()
         raise
-    if not target.can_roll_back:
-        note = (f"speculation is off: {target.path.name} is a recurrent/hybrid model whose context "
-                "cannot be rolled back")
-        return Generator(target, {}, registry.NONE_KIND, [note])
+    if target.speculation_blocker:
+        return Generator(target, {}, registry.NONE_KIND, [target.speculation_blocker])
     ctx = BuildContext(target, n_ctx, n_threads, n_gpu_layers, part(split, 1.0), history)
     try:
         drafters, notes = registry.build_drafters(spec, ctx)

@@ -1,9 +1,14 @@
 """One GGUF model and its llama.cpp context, driven through llama-cpp-python's low-level API.
 
 `LlamaModel` keeps a single sequence and remembers which tokens its KV cache holds, so callers
-say *what the context should be* (`extend`, `truncate`) and the model decodes only what is new.
-Logits are requested only for the rows that need them and handed out as zero-copy numpy views
-into llama.cpp's output buffer: valid until the next decode, so copy what must outlive it.
+say *what the context should be* (`extend`, `truncate`, `sync`) and the model decodes only what
+is new. Logits are requested only for the rows that need them and handed out as zero-copy numpy
+views into llama.cpp's output buffer: valid until the next decode, so copy what must outlive it.
+
+Recurrent and hybrid models (Qwen3.5/3.6, LFM2, Nemotron-H, Mamba) cannot simply drop cache
+entries: `rewind.Rewinder` undoes the last few tokens with llama.cpp's recurrent-state snapshots
+where the arch has them, and goes further back through state checkpoints or a re-read, so every
+method here works the same on every model, only at a different cost.
 """
 
 from __future__ import annotations
@@ -18,7 +23,10 @@ import llama_cpp
 import numpy as np
 
 from spectui.engine import gguf_file, llama_log
-from spectui.errors import ContextFullError, LoadCancelled, ModelLoadError, UnsupportedModelError
+from spectui.engine.config import MAX_DRAFT
+from spectui.engine.recurrent import RollbackKind, rollback_kind
+from spectui.engine.rewind import Rewinder
+from spectui.errors import ContextFullError, LoadCancelled, ModelLoadError
 
 if TYPE_CHECKING:
     from spectui.engine.rpc import RpcCluster
@@ -54,7 +62,7 @@ class LlamaModel:
     """A loaded model with one context; `cached` lists the tokens its KV cache holds, in order."""
 
     def __init__(self, path: Path, model: llama_cpp.llama_model_p, n_ctx: int, n_threads: int,
-                 n_batch: int, n_gpu_layers: int) -> None:
+                 n_batch: int, n_gpu_layers: int, rollback_depth: int = MAX_DRAFT) -> None:
         self.path = path
         self.n_gpu_layers = n_gpu_layers
         self.rpc: RpcCluster | None = None
@@ -64,10 +72,17 @@ class LlamaModel:
         self.n_vocab: int = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self.n_batch = n_batch
         self.cached: list[int] = []
+        self.arch: str = self.meta("general.architecture") or ""
+        stateful = bool(llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model))
+        self.rollback: RollbackKind = rollback_kind(self.arch, stateful)
+        """How this model drops its newest tokens: "kv", "snapshots" or "none" (see recurrent.py)."""
         self._ctx = None
+        self._rewinder: Rewinder | None = None
         if n_ctx > 0:
-            self._ctx = self._new_context(n_ctx, n_threads, n_batch)
-            self._memory = llama_cpp.llama_get_memory(self._ctx)
+            # llama.cpp needs n_ubatch > n_rs_seq + 1 (src/llama-batch.cpp:641)
+            wanted = min(rollback_depth, n_batch - 2) if self.rollback == "snapshots" else 0
+            self._ctx = self._new_context(n_ctx, n_threads, n_batch, max(wanted, 0))
+            self._rewinder = Rewinder(self._ctx, self.rollback, llama_cpp.llama_n_rs_seq(self._ctx), path.name)
         self.n_ctx: int = llama_cpp.llama_n_ctx(self._ctx) if self._ctx else 0
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1) if self._ctx else None
 
@@ -85,8 +100,13 @@ class LlamaModel:
         vocab_only: bool = False,
         progress: ProgressCallback | None = None,
         rpc: RpcCluster | None = None,
+        rollback_depth: int = MAX_DRAFT,
     ) -> LlamaModel:
         """Load a GGUF. `n_gpu_layers=None` offloads every layer when llama.cpp has a GPU backend.
+
+        `rollback_depth`: on snapshot archs, the last decode's tokens `truncate` can drop without
+        a checkpoint (llama.cpp's n_rs_seq; each costs one recurrent state of memory). A target
+        needs K (its verify pass undoes at most K); a draft needs 0 (it uses checkpoints).
 
         Raises `ModelLoadError` with a one-line reason for a missing, non-GGUF or damaged file.
         `rpc`: put the layers on these workers' devices (`spectui.engine.rpc.connect`); the
@@ -120,7 +140,8 @@ class LlamaModel:
             )
         threads = n_threads or os.cpu_count() or 1
         try:
-            loaded = cls(file, model, 0 if vocab_only else n_ctx, threads, min(n_batch, n_ctx), n_gpu_layers)
+            loaded = cls(file, model, 0 if vocab_only else n_ctx, threads, min(n_batch, n_ctx), n_gpu_layers,
+                         rollback_depth)
         except ModelLoadError:
             if rpc is not None:
                 rpc.check()
@@ -131,8 +152,9 @@ class LlamaModel:
             rpc.check()
         return loaded
 
-    def _new_context(self, n_ctx: int, n_threads: int, n_batch: int) -> llama_cpp.llama_context_p:
+    def _new_context(self, n_ctx: int, n_threads: int, n_batch: int, n_rs_seq: int) -> llama_cpp.llama_context_p:
         params = llama_cpp.llama_context_default_params()
+        params.n_rs_seq = n_rs_seq
         params.n_ctx = n_ctx
         params.n_batch = n_batch
         params.n_ubatch = n_batch
@@ -195,8 +217,34 @@ class LlamaModel:
 
     @property
     def can_roll_back(self) -> bool:
-        """False for recurrent/hybrid models, whose state cannot drop its last few tokens."""
-        return not (llama_cpp.llama_model_is_recurrent(self._model) or llama_cpp.llama_model_is_hybrid(self._model))
+        """False only for models whose recurrent state has no rollback at all (`rollback` "none"):
+        they cannot verify a draft, so they run with speculation off."""
+        return self.rollback != "none"
+
+    @property
+    def rollback_depth(self) -> int:
+        """Snapshots the context keeps (llama.cpp's `llama_n_rs_seq`); 0 without snapshots."""
+        return self._rewinder.depth if self._rewinder else 0
+
+    @property
+    def max_undo(self) -> int:
+        """The most tokens of one decode `truncate` can drop without restoring a checkpoint and
+        decoding again: the snapshot depth ("snapshots"), 0 ("none"), and for "kv" the most rows
+        a verify pass may have, less one. A verify pass of [last, d_1..d_K] undoes at most K, so
+        a speculative loop caps K by this."""
+        return MAX_LOGIT_ROWS - 1 if self.rollback == "kv" else self.rollback_depth
+
+    @property
+    def speculation_blocker(self) -> str | None:
+        """Why this model cannot be a speculative target or draft, in one line; None if it can."""
+        if self.can_roll_back:
+            return None
+        return f"speculation is off: {self.path.name} (arch {self.arch}) cannot roll back its recurrent state"
+
+    @property
+    def rewind_counts(self) -> dict[str, int]:
+        """How rewinds were done so far: "kv", "snapshot", "checkpoint", "reread"."""
+        return dict(self._rewinder.counts)
 
     @property
     def vocab_type(self) -> int:
@@ -254,19 +302,22 @@ class LlamaModel:
     # ----- the KV cache ----------------------------------------------------------------------
 
     def truncate(self, n_keep: int) -> None:
-        """Drop every cached token from position `n_keep` on."""
+        """Drop every cached token from position `n_keep` on. A recurrent state goes back by
+        snapshot, else by checkpoint or re-read plus decoding the tokens up to `n_keep` again."""
         if n_keep >= len(self.cached):
             return
-        if not llama_cpp.llama_memory_seq_rm(self._memory, 0, n_keep, -1):
-            raise UnsupportedModelError(
-                f"{self.path.name} cannot roll back part of its context (a recurrent or hybrid "
-                "model), so it cannot be used for speculative decoding; run it with -k 0"
-            )
-        del self.cached[n_keep:]
+        kept = self.cached[:n_keep]
+        start = self._rewinder.rewind(self.cached, n_keep)
+        self._decode_chunks(kept[start:])
 
     def reset(self) -> None:
-        llama_cpp.llama_memory_clear(self._memory, True)
+        self._rewinder.clear()
         self.cached.clear()
+
+    def checkpoint(self) -> None:
+        """Make a later `truncate`/`sync` back to the current position cheap on a recurrent or
+        hybrid model (a state copy, in host memory); a no-op for attention-only models."""
+        self._rewinder.keep_checkpoint(len(self.cached), again=True)
 
     def common_prefix(self, tokens: Sequence[int]) -> int:
         n = 0
@@ -278,20 +329,43 @@ class LlamaModel:
 
     def kept_on_sync(self, tokens: Sequence[int]) -> int:
         """Cached tokens `sync(tokens)` keeps: the common prefix, less the last token (whose
-        logits it needs); `len(tokens)` minus this is what it decodes."""
-        return min(self.common_prefix(tokens), len(tokens) - 1)
+        logits it needs), or less where a recurrent state must go back to a checkpoint;
+        `len(tokens)` minus this is what it decodes."""
+        keep = min(self.common_prefix(tokens), len(tokens) - 1)
+        return self._rewinder.start(len(self.cached), keep)
 
     def sync(self, tokens: Sequence[int]) -> np.ndarray:
         """Make the cache hold exactly `tokens`; return the logits after the last one.
 
-        Reuses the longest cached prefix; at least the last token is decoded again so its logits
-        exist. This is how a new chat turn reuses the previous turns' KV cache.
+        Reuses the longest cached prefix it can; at least the last token is decoded again so its
+        logits exist. This is how a new chat turn reuses the previous turns' cache. On recurrent
+        and hybrid models it also keeps a checkpoint of the state before that last token, so a
+        later sync to these same tokens (a regenerated reply, a re-run) needs no re-read.
         """
         if not tokens:
             raise ValueError("sync needs at least one token")
-        keep = self.kept_on_sync(tokens)
-        self.truncate(keep)
-        return self.extend(tokens[keep:])[-1]
+        start = self._rewind_for(tokens)
+        if self.rollback == "kv":
+            return self.extend(tokens[start:])[-1]
+        self._decode_chunks(tokens[start:-1])
+        self._rewinder.keep_checkpoint(len(self.cached))
+        return self.extend(tokens[-1:])[-1]
+
+    def catch_up(self, tokens: Sequence[int]) -> np.ndarray:
+        """`sync` for a drafter, once per cycle: the same result, but instead of keeping a
+        checkpoint for later turns, a recurrent/hybrid model arms a rolling one at the end of
+        `tokens`, copied only if more tokens are then decoded (the draft's proposals), so the
+        next cycle can drop the rejected proposals and read the accepted ones in one batch."""
+        if not tokens:
+            raise ValueError("catch_up needs at least one token")
+        start = self._rewind_for(tokens)
+        logits = self.extend(tokens[start:])[-1]
+        self._rewinder.arm(len(self.cached))
+        return logits
+
+    def _rewind_for(self, tokens: Sequence[int]) -> int:
+        """Rewind to what `kept_on_sync(tokens)` promises; return that position."""
+        return self._rewinder.rewind(self.cached, min(self.common_prefix(tokens), len(tokens) - 1))
 
     def room(self) -> int:
         """Tokens that still fit in the context."""
@@ -308,15 +382,25 @@ class LlamaModel:
         most = min(len(tokens), self.n_batch, MAX_LOGIT_ROWS)
         if not 1 <= n_logits <= most:
             raise ValueError(f"n_logits must be 1..{most}, not {n_logits}")
-        head, tail = tokens[: len(tokens) - n_logits], tokens[len(tokens) - n_logits :]
-        for start in range(0, len(head), self.n_batch):
-            self._decode(head[start : start + self.n_batch], n_logits=0)
-        self._decode(tail, n_logits=n_logits)
+        last = max(0, len(tokens) - self.n_batch)  # the final decode holds the rows with logits
+        self._decode_chunks(tokens[:last])
+        self._decode(tokens[last:], n_logits=n_logits)
         first = llama_cpp.llama_get_logits_ith(self._ctx, -n_logits)
         return np.ctypeslib.as_array(first, shape=(n_logits, self.n_vocab))
 
+    def _decode_chunks(self, tokens: Sequence[int]) -> None:
+        """Decode `tokens` without logits, n_batch at a time."""
+        if len(tokens) > self.room():
+            raise ContextFullError(
+                f"the context is full ({self.n_ctx} tokens); start a new chat or raise --ctx"
+            )
+        for start in range(0, len(tokens), self.n_batch):
+            self._decode(tokens[start : start + self.n_batch], n_logits=0)
+
     def _decode(self, tokens: Sequence[int], *, n_logits: int) -> None:
-        """One llama_decode of at most n_batch tokens; logits for the last `n_logits` rows."""
+        """One llama_decode of at most n_batch tokens (one ubatch); logits for the last
+        `n_logits` rows."""
+        self._rewinder.before_decode(len(self.cached))
         batch = self._batch
         base = len(self.cached)
         n = len(tokens)
@@ -336,6 +420,7 @@ class LlamaModel:
         if status != 0:
             raise ModelLoadError(f"llama_decode failed with status {status} on {self.path.name}")
         self.cached.extend(tokens)
+        self._rewinder.after_decode(n)
 
 
 def _progress_callback(report: ProgressCallback, cancelled: list[bool]) -> llama_cpp.llama_progress_callback:

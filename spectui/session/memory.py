@@ -1,7 +1,9 @@
 """Before loading: will both models fit, and is the draft small enough to pay off?
 
 Weights are estimated from the file sizes (all parts of a split GGUF), the KV cache from the
-GGUF header (layers × KV heads × head size × n_ctx, f16 keys and values). Free RAM comes from
+GGUF header (attention layers × KV heads × head size × n_ctx, f16 keys and values). Recurrent
+and hybrid models add their recurrent state (f32), times 1 + n_rs_seq where the target keeps
+rollback snapshots (`spectui.engine.recurrent`). Free RAM comes from
 /proc/meminfo (`MemAvailable`), free VRAM from `nvidia-smi` where it exists. When the weights
 would not fit in free VRAM, fewer target layers are offloaded instead of letting the load fail;
 everything else is a warning, never a refusal.
@@ -12,9 +14,12 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from spectui.engine import recurrent
+from spectui.engine.config import MAX_DRAFT
 
 if TYPE_CHECKING:
     from gguf import GGUFReader
@@ -36,12 +41,19 @@ class Footprint:
     weights_bytes: int
     n_layer: int
     kv_bytes_per_token: int
+    state_bytes: int = 0
+    """One recurrent state (all recurrent layers, f32); 0 for an attention-only model."""
+    rs_snapshots: int = 0
+    """Rollback snapshots its context keeps (llama.cpp's n_rs_seq), each one more state."""
 
     def kv_bytes(self, n_ctx: int) -> int:
         return self.kv_bytes_per_token * n_ctx
 
+    def recurrent_bytes(self) -> int:
+        return recurrent.snapshot_bytes(self.state_bytes, self.rs_snapshots)
+
     def total(self, n_ctx: int) -> int:
-        return self.weights_bytes + self.kv_bytes(n_ctx)
+        return self.weights_bytes + self.kv_bytes(n_ctx) + self.recurrent_bytes()
 
 
 @dataclass
@@ -76,19 +88,28 @@ def _field(reader: GGUFReader, key: str) -> object | None:
 
 
 def read_footprint(path: Path) -> Footprint:
-    """Weights and KV-cache size of one GGUF, from its header (no weights are read)."""
+    """Weights, KV-cache and recurrent-state size of one GGUF, from its header (no weights are
+    read). A snapshot arch is counted as a speculative target: MAX_DRAFT snapshots."""
     from gguf import GGUFReader
 
     reader = GGUFReader(path)
     arch = str(_field(reader, "general.architecture") or "llama")
     n_layer = int(_field(reader, f"{arch}.block_count") or 0)
+
+    def raw(key: str) -> object | None:
+        found = reader.fields.get(key)
+        return None if found is None else found.contents()
+
+    n_recurrent = sum(recurrent.recurrent_layers(raw, arch, n_layer))
     n_embd = int(_field(reader, f"{arch}.embedding_length") or 0)
     n_head = int(_field(reader, f"{arch}.attention.head_count") or 1)
     n_head_kv = int(_field(reader, f"{arch}.attention.head_count_kv") or n_head)
     head_k = int(_field(reader, f"{arch}.attention.key_length") or n_embd // max(n_head, 1))
     head_v = int(_field(reader, f"{arch}.attention.value_length") or head_k)
-    per_token = n_layer * n_head_kv * (head_k + head_v) * KV_BYTES_PER_VALUE
-    return Footprint(path.name, weights_bytes(path), n_layer, per_token)
+    per_token = (n_layer - n_recurrent) * n_head_kv * (head_k + head_v) * KV_BYTES_PER_VALUE
+    state = recurrent.state_bytes(raw, arch, n_layer)
+    snapshots = MAX_DRAFT if state and arch in recurrent.SNAPSHOT_ARCHS else 0
+    return Footprint(path.name, weights_bytes(path), n_layer, per_token, state, snapshots)
 
 
 def mem_available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
@@ -130,7 +151,7 @@ def ram_warning(models: list[Footprint], n_ctx: int, available: int | None) -> s
     if available is None:
         return None
     weights = sum(m.weights_bytes for m in models)
-    kv = sum(m.kv_bytes(n_ctx) for m in models)
+    kv = sum(m.kv_bytes(n_ctx) + m.recurrent_bytes() for m in models)
     needed = int((weights + kv) * OVERHEAD)
     if needed <= available:
         return None
@@ -153,6 +174,8 @@ def plan(target: Footprint, draft: Footprint | None, n_ctx: int, *, gpu: bool,
          ram: int | None, vram: int | None) -> MemoryPlan:
     """Warnings to show, and the GPU layers to use (fewer than asked when VRAM is short)."""
     result = MemoryPlan(n_gpu_layers=n_gpu_layers, draft_n_gpu_layers=draft_n_gpu_layers)
+    if draft:
+        draft = replace(draft, rs_snapshots=0)  # a draft goes back by checkpoints, not snapshots
     models = [target, draft] if draft else [target]
     if draft and (warning := draft_size_warning(target, draft)):
         result.warnings.append(warning)

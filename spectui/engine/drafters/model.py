@@ -46,7 +46,7 @@ class DraftModelDrafter:
         p_min = budget.p_min(SOURCE)
         # Catch up: decode whatever the draft has not seen (at least the last token).
         proposal.caught_up = len(context) - self.model.kept_on_sync(context)
-        logits = self.model.sync(context)
+        logits = self.model.catch_up(context)
         proposal.work = 1
         while True:
             token, dist, confidence = self._choose(logits, cfg, rng, p_min)
@@ -93,14 +93,15 @@ def build(spec: DrafterSpec, ctx: BuildContext) -> DraftModelDrafter:
 
     assert spec.draft is not None
     n_gpu_layers = ctx.target_n_gpu_layers if spec.draft_n_gpu_layers is None else spec.draft_n_gpu_layers
+    # A draft goes back by state checkpoints, never by snapshots: it keeps none (rollback_depth=0).
     draft = LlamaModel.load(spec.draft, n_ctx=ctx.n_ctx, n_gpu_layers=n_gpu_layers,
-                            n_threads=ctx.n_threads, progress=ctx.progress)
+                            n_threads=ctx.n_threads, progress=ctx.progress, rollback_depth=0)
     try:
         check_compatible(ctx.target, draft, target_name=ctx.target.path.name, draft_name=draft.path.name)
-        if not draft.can_roll_back:
+        if draft.speculation_blocker:
             raise UnsupportedModelError(
-                f"{draft.path.name} is a recurrent/hybrid model whose context cannot be rolled "
-                "back, so it cannot draft; pick another draft or --drafter none"
+                f"the draft {draft.path.name} (arch {draft.arch}) cannot roll back its recurrent state; "
+                "pick another draft or run without --draft"
             )
     except BaseException:
         draft.close()
