@@ -109,7 +109,8 @@ def _row(**values):
                 repeats=3, peak_rss_mb=100.0, target="t.gguf", draft="d.gguf", drafter="model",
                 drafter_label="draft model d.gguf", by_drafter={}, round_trips_per_token=0.0,
                 baseline_round_trips_per_token=0.0, network_wait_seconds=0.0, devices=[],
-                speedup_min=1.45, speedup_max=1.55, others_cores=0.05, threads=2)
+                speedup_min=1.45, speedup_max=1.55, others_cores=0.05, threads=2, target_arch="llama",
+                rollback="kv")
     base.update(values)
     return BenchRow(**base)
 
@@ -132,4 +133,5 @@ def test_bench_json_has_the_spread_the_load_and_the_threads(tiny_pair, capsys):
     row = json.loads(capsys.readouterr().out)
     assert row["speedup_min"] <= row["speedup"] <= row["speedup_max"]
     assert row["threads"] == 1 and "others_cores" in row
+    assert (row["target_arch"], row["rollback"]) == ("llama", "kv")
     assert row["drafter"] == "model" and row["by_drafter"]["model"]["proposed"] > 0

@@ -342,3 +342,16 @@ def test_the_memory_plan_counts_target_snapshots_but_not_draft_ones(hybrid_pair)
 
     assert ram_warnings(int(tight * memory.OVERHEAD) + 1) == []
     assert ram_warnings(int(tight * memory.OVERHEAD) - target.state_bytes)
+
+
+def test_bench_runs_unchanged_on_a_hybrid_pair_and_names_its_arch_and_rollback(hybrid_pair, capsys):
+    import json
+
+    from spectui.cli import main
+
+    args = ["bench", "--target", str(hybrid_pair.target), "--draft", str(hybrid_pair.draft), "-k", "3",
+            "--max-tokens", "16", "--threads", str(THREADS), "--prompt", "Once upon a time", "--json"]
+    assert main(args) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert (row["target_arch"], row["rollback"], row["identical"]) == ("qwen35", "snapshots", True)
+    assert 0 < row["acceptance_rate"] < 1

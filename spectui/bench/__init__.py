@@ -133,7 +133,7 @@ def run_bench(gen: Generator, args: argparse.Namespace, choice: ModelChoice, thr
     kind = None if choice.drafter.kind == "auto" else choice.drafter.kind
     work = workload(gen, args.prompt or DEFAULT_PROMPTS, config, kind)
     info = RunInfo(choice.target, choice.drafter.draft, kind or gen.default_kind, gen.label(kind),
-                   devices(gen), threads=threads)
+                   devices(gen), threads=threads, target_arch=gen.target.arch, rollback=gen.target.rollback)
     results = measure(gen, work, ks, args.repeat)
     return [make_row(k, config, bases, specs, info) for k, (bases, specs) in results.items()]
 

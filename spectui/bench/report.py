@@ -104,6 +104,11 @@ class BenchRow:
     others_cores: float | None
     """Cores other programs used, on average, while the benchmark ran (None where unknown)."""
     threads: int
+    target_arch: str
+    """llama.cpp's architecture of the target (`qwen35` is a recurrent + attention hybrid)."""
+    rollback: str
+    """How the target undoes rejected drafts: `kv` (attention cache), `snapshots` (recurrent
+    state snapshots, llama.cpp's n_rs_seq) or `none` (speculation off)."""
 
 
 def peak_rss_mb() -> float:
@@ -132,6 +137,8 @@ class RunInfo:
     devices: list[dict[str, object]] = field(default_factory=list)
     others_cores: float | None = None
     threads: int = 0
+    target_arch: str = ""
+    rollback: str = ""
 
 
 def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], specs: list[RunTotals],
@@ -169,6 +176,8 @@ def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], s
         speedup_max=round(max(ratios(bases, specs), default=0.0), 3),
         others_cores=None if info.others_cores is None else round(info.others_cores, 2),
         threads=info.threads,
+        target_arch=info.target_arch,
+        rollback=info.rollback,
     )
 
 
