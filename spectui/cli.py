@@ -2,7 +2,10 @@
 
 A bare `spectui` opens the chat app. Heavy modules (llama.cpp, Textual, huggingface_hub) are
 imported inside each command, so `spectui --help` and `spectui list` start instantly.
-A `SpectuiError` is printed as one line on stderr with exit code 1, never as a traceback.
+Every option is checked where it is parsed (`spectui.argtypes`, bounds in `spectui.limits`).
+Nothing reaches the user as a traceback: a bad option, a `SpectuiError`, or a file or disk
+problem is one line on stderr with exit code 2 or 1; anything else is a bug, reported as one
+line that names the log file holding its traceback (`spectui.crashlog`).
 """
 
 from __future__ import annotations
@@ -10,83 +13,94 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
-from spectui import __version__
+from spectui import __version__, argtypes, limits
 from spectui.errors import SpectuiError
 
 Command = Callable[[argparse.Namespace], int]
 COMMANDS = ("chat", "bench", "pull", "list", "rm")
 PAIR_HELP = "a pair from `spectui list` (default: the last pulled pair, else the demo pair)"
+EXIT_BROKEN_PIPE = 141  # what a shell reports for a process ended by SIGPIPE (128 + 13)
+
+parse_k = argtypes.draft_length
+parse_k_list = argtypes.draft_lengths
 
 
-def parse_k(value: str) -> int | str:
-    """A draft length: an integer 0..16 or `auto`."""
-    if value == "auto":
-        return "auto"
-    try:
-        k = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"draft length must be 0..16 or 'auto', not {value!r}") from None
-    if not 0 <= k <= 16:
-        raise argparse.ArgumentTypeError(f"draft length must be 0..16 or 'auto', not {k}")
-    return k
+class Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line: `spectui: bench --repeat: must be ..., not 0`."""
 
-
-def parse_k_list(value: str) -> list[int | str]:
-    """`4`, `auto`, or a sweep such as `1,2,4,8`."""
-    return [parse_k(part.strip()) for part in value.split(",") if part.strip()]
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("spectui").strip()
+        if message.startswith("argument "):
+            option, _, reason = message.removeprefix("argument ").partition(": ")
+            where = f"{command} {option}".strip()
+            message = f"{where}: {reason}"
+        elif command:
+            message = f"{command}: {message}"
+        self.exit(2, f"spectui: {message} (see `{self.prog} --help`)\n")
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by `chat` and `bench`: which models, and how to run them."""
-    parser.add_argument("--target", help="path to the target GGUF (instead of a pair)")
-    parser.add_argument("--draft", help="path to the draft GGUF (instead of a pair)")
-    parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0 = greedy)")
-    parser.add_argument("--seed", type=int, default=None, help="seed for sampling (same seed, same output)")
-    parser.add_argument("--max-tokens", type=int, default=None, help="most tokens per reply")
-    parser.add_argument("--ctx", type=int, default=4096, help="context length in tokens (default 4096)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
+    parser.add_argument("--target", type=argtypes.path, help="path to the target GGUF (instead of a pair)")
+    parser.add_argument("--draft", type=argtypes.path, help="path to the draft GGUF (instead of a pair)")
+    parser.add_argument("--temperature", type=argtypes.temperature, default=0.0,
+                        help=f"sampling temperature, 0 (greedy) to {limits.MAX_TEMPERATURE:g}")
+    parser.add_argument("--seed", type=argtypes.seed, default=None,
+                        help=f"seed for sampling, 0..{limits.MAX_SEED} (same seed, same output)")
+    parser.add_argument("--max-tokens", type=argtypes.max_tokens, default=None,
+                        help="most tokens per reply (1 or more)")
+    parser.add_argument("--ctx", type=argtypes.context_length, default=4096,
+                        help=f"context length in tokens, a multiple of {limits.CTX_STEP} (default 4096)")
+    parser.add_argument("--threads", type=argtypes.threads, default=None,
+                        help=f"CPU threads, 1..{limits.MAX_THREADS} (default: all cores)")
     parser.add_argument(
-        "--n-gpu-layers", type=int, default=None, help="target layers to offload (default: all when a GPU is usable)"
+        "--n-gpu-layers", type=argtypes.gpu_layers, default=None,
+        help="target layers to offload, -1 = all (default: all when a GPU is usable)"
     )
     parser.add_argument(
-        "--draft-n-gpu-layers", type=int, default=None, help="draft layers to offload (default: as --n-gpu-layers)"
+        "--draft-n-gpu-layers", type=argtypes.gpu_layers, default=None,
+        help="draft layers to offload, -1 = all (default: as --n-gpu-layers)"
     )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="spectui", description="Faster local chat with llama.cpp through speculative decoding."
     )
     parser.add_argument("--version", action="version", version=f"spectui {__version__}")
     sub = parser.add_subparsers(dest="command")
 
     chat = sub.add_parser("chat", help="open the chat app (the default)")
-    chat.add_argument("pair", nargs="?", help=PAIR_HELP)
+    chat.add_argument("pair", nargs="?", type=argtypes.name, help=PAIR_HELP)
     add_model_options(chat)
-    chat.add_argument("-k", "--draft-length", type=parse_k, default=None, help="draft length 0..16 or auto")
+    chat.add_argument("-k", "--draft-length", type=parse_k, default=None,
+                      help=f"draft length 0..{limits.MAX_DRAFT} (0 = speculation off) or auto")
     chat.add_argument("--system", default=None, help="system prompt")
     chat.add_argument("--resume", action="store_true", help="reopen the last conversation")
 
     bench = sub.add_parser("bench", help="measure speculative vs. plain decoding, headless")
-    bench.add_argument("--pair", default=None, help=PAIR_HELP)
+    bench.add_argument("--pair", type=argtypes.name, default=None, help=PAIR_HELP)
     add_model_options(bench)
-    bench.add_argument("-k", "--draft-length", type=parse_k_list, default=None, help="K, `auto`, or a sweep 1,2,4,8")
-    bench.add_argument("--prompt", action="append", default=None, help="a prompt (repeatable)")
-    bench.add_argument("--repeat", type=int, default=1, help="rounds, interleaved; report medians (default 1)")
+    bench.add_argument("-k", "--draft-length", type=parse_k_list, default=None,
+                       help=f"K (1..{limits.MAX_DRAFT}), `auto`, or a sweep 1,2,4,8; K=0 is the baseline, always run")
+    bench.add_argument("--prompt", type=argtypes.text, action="append", default=None, help="a prompt (repeatable)")
+    bench.add_argument("--repeat", type=argtypes.repeat, default=1,
+                       help=f"rounds, interleaved, 1..{limits.MAX_REPEAT}; report medians (default 1)")
     bench.add_argument("--json", action="store_true", help="one JSON object per K on stdout")
 
     pull = sub.add_parser("pull", help="download a target/draft pair from the Hugging Face Hub")
-    pull.add_argument("pair", nargs="?", help="a pair name from models.toml")
-    pull.add_argument("--target", help="ad-hoc target: REPO:FILE or a local path")
-    pull.add_argument("--draft", help="ad-hoc draft: REPO:FILE or a local path")
-    pull.add_argument("--name", help="name for an ad-hoc pair")
+    pull.add_argument("pair", nargs="?", type=argtypes.name, help="a pair name from models.toml")
+    pull.add_argument("--target", type=argtypes.path, help="ad-hoc target: REPO:FILE or a local path")
+    pull.add_argument("--draft", type=argtypes.path, help="ad-hoc draft: REPO:FILE or a local path")
+    pull.add_argument("--name", type=argtypes.name, help="name for an ad-hoc pair")
 
     listing = sub.add_parser("list", help="list catalog pairs and whether they are pulled")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
 
     rm = sub.add_parser("rm", help="forget a pulled pair and delete files only it uses")
-    rm.add_argument("pair")
+    rm.add_argument("pair", type=argtypes.name)
     return parser
 
 
@@ -113,14 +127,42 @@ def with_default_command(argv: Sequence[str]) -> list[str]:
     return ["chat", *args]
 
 
+def _check_writable(command: str) -> None:
+    """`pull` and `rm` cannot work without writing the record of pulled pairs: say so first
+    (before a download), naming the directory and how to choose another."""
+    if command in ("pull", "rm"):
+        from spectui import paths
+
+        paths.writable_dir(paths.data_dir())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(with_default_command(sys.argv[1:] if argv is None else argv))
     try:
-        return _command(args.command)(args)
+        _check_writable(args.command)
+        code = _command(args.command)(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
     except SpectuiError as error:
-        print(f"spectui: {error}", file=sys.stderr)
-        return 1
+        return _fail(str(error))
     except KeyboardInterrupt:
-        print("spectui: interrupted", file=sys.stderr)
-        return 130
+        return _fail("interrupted", 130)
+    except BrokenPipeError:  # `spectui list | head -1`: the reader has all it wanted
+        from spectui.crashlog import quiet_broken_pipe
+
+        quiet_broken_pipe()
+        return EXIT_BROKEN_PIPE
+    except OSError as error:
+        from spectui.crashlog import describe_os_error, report
+
+        return _fail(describe_os_error(error) or report(error, f"running `spectui {args.command}`"))
+    except Exception as error:  # a bug: one line here, the traceback in the log it names
+        from spectui.crashlog import report
+
+        return _fail(report(error, f"running `spectui {args.command}`"))
+
+
+def _fail(line: str, code: int = 1) -> int:
+    print(f"spectui: {line}", file=sys.stderr, flush=True)
+    return code

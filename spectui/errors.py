@@ -1,7 +1,8 @@
 """User-facing errors: each carries one line that says what went wrong and what to do.
 
 The CLI prints `str(error)` and exits non-zero; the UI shows it in a notification. Anything that
-is not a `SpectuiError` is a bug and keeps its traceback.
+is not a `SpectuiError` is a bug: the last-resort handler (`spectui.crashlog`) prints one line and
+keeps the traceback in a log file.
 """
 
 from __future__ import annotations
@@ -37,3 +38,7 @@ class CatalogError(SpectuiError):
 
 class PullError(SpectuiError):
     """Downloading a pair failed (gated repo, missing file, no disk space, network)."""
+
+
+class StorageError(SpectuiError):
+    """A directory spectui must write to cannot be written (read-only, full, a file in the way)."""

@@ -6,8 +6,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Literal
 
+from spectui.limits import MAX_DRAFT
+
 AUTO: Literal["auto"] = "auto"
-MAX_DRAFT = 16
 DraftLength = int | Literal["auto"]
 
 

@@ -67,7 +67,8 @@ def options_from_args(args: argparse.Namespace) -> ChatOptions:
     return ChatOptions(
         pair_name=name, target=target, draft=draft, k=AUTO if k is None else k,
         temperature=args.temperature, seed=args.seed,
-        max_tokens=args.max_tokens or DEFAULT_MAX_TOKENS, n_ctx=args.ctx, threads=args.threads,
+        max_tokens=DEFAULT_MAX_TOKENS if args.max_tokens is None else args.max_tokens,
+        n_ctx=args.ctx, threads=args.threads,
         n_gpu_layers=args.n_gpu_layers, draft_n_gpu_layers=args.draft_n_gpu_layers,
         system=args.system, resume=args.resume,
     )
