@@ -40,8 +40,9 @@ def describe_k(control: DraftControl, has_draft: bool, last_cycle_k: int | None 
 
 
 def figures(totals: GenerationStats | None, baseline: Baseline | None,
-            show_timings: bool = True) -> list[tuple[str, str]]:
-    """(label, value) rows of the panel, for this reply and the baseline."""
+            show_timings: bool = True, measuring: bool = True) -> list[tuple[str, str]]:
+    """(label, value) rows of the panel, for this reply and the baseline (`measuring`: a model
+    is loading and its baseline will follow; False after a failed load)."""
     drafted = totals is not None and totals.drafted > 0
     passes = totals is not None and totals.target_passes > 0
     tps = totals.decode_tps if totals is not None else 0.0
@@ -49,7 +50,8 @@ def figures(totals: GenerationStats | None, baseline: Baseline | None,
         ("acceptance", f"{totals.acceptance_rate:.0%}" if drafted and totals else NONE_YET),
         ("mean accepted", f"{totals.mean_accepted:.2f} tok/pass" if passes and totals else NONE_YET),
         ("this reply", _speed(tps, show_timings)),
-        ("baseline (K=0)", _speed(baseline.tokens_per_second, show_timings) if baseline else "measuring…"),
+        ("baseline (K=0)", _speed(baseline.tokens_per_second, show_timings) if baseline
+         else "measuring…" if measuring else NONE_YET),
     ]
     rows.append(("speedup", _speedup(tps, baseline, show_timings)))
     return rows
@@ -94,6 +96,8 @@ class PanelState:
     baseline: Baseline | None = None
     cycles: list[CycleStats] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    measuring: bool = True
+    """A model is loading and the baseline will be measured; False once that ended or failed."""
 
 
 class StatsPanel(Vertical):
@@ -128,7 +132,7 @@ class StatsPanel(Vertical):
         grid.add_column(style="dim")
         grid.add_column(style="bold")
         grid.add_row("K (draft length)", state.k_label)
-        for label, value in figures(state.totals, state.baseline, self.show_timings):
+        for label, value in figures(state.totals, state.baseline, self.show_timings, state.measuring):
             grid.add_row(label, value)
         self.query_one("#figures", Static).update(grid)
         self.query_one("#accept-spark", Sparkline).data = acceptance_series(state.cycles)
@@ -140,6 +144,8 @@ class StatsPanel(Vertical):
     def _baseline_note(self) -> str:
         baseline = self.state.baseline
         if baseline is None:
+            if not self.state.measuring:
+                return "baseline: none (no model loaded, or the measurement was stopped)"
             return "baseline: measuring with K=0 after load…"
         return baseline.describe(with_time=self.show_timings)
 
