@@ -103,7 +103,8 @@ class SafeStore:
         store = ChatStore(None)
         found = _salvage_into(self.path, store) if self.path.is_file() else Salvaged(0, 0)
         if found.chats:
-            line += f"; {found.chats} past chat(s) can still be read (ctrl+o)"
+            chats = "1 past chat" if found.chats == 1 else f"{found.chats} past chats"
+            line += f"; {chats} can still be read (ctrl+o)"
         self._say(line)
         return store
 

@@ -43,7 +43,7 @@ from spectui.ui.messages import (
     ReplyUpdate,
 )
 from spectui.ui.pairs import PairCommands
-from spectui.ui.stats_panel import StatsPanel, describe_k, low_acceptance_advice
+from spectui.ui.stats_panel import StatsPanel, describe_k, low_acceptance_advice, same_model
 from spectui.ui.workers import EngineWorkers
 
 
@@ -75,6 +75,8 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         self.has_draft = options.draft is not None
         self.ready = False
         self.load_failed = False
+        self.draft_same_model = False
+        """The draft is the target's model at another precision (changes the low-acceptance advice)."""
         self.crash_line: str | None = None
         """Set when an unexpected exception ended the app: the one line `spectui chat` prints."""
         self.busy: ReplyPurpose | None = None
@@ -177,6 +179,9 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
 
     async def on_models_loaded(self, message: ModelsLoaded) -> None:
         self.has_draft = message.draft_name is not None
+        generator = self.session.generator
+        draft = getattr(generator.proposer, "model", None) if generator is not None else None
+        self.draft_same_model = draft is not None and same_model(generator.target, draft)
         self.refresh_k()
         if message.fallback_template:
             self.notify(message.template_note, severity="warning")
@@ -301,7 +306,7 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
             await widget.finish(stats, summary.meta_line(stats, self.options.show_timings))
         self.conversation.finish_reply(text, stats)
         self.panel.state.totals = finished.stats
-        advice = low_acceptance_advice(finished.stats, self.panel.state.k_label)
+        advice = low_acceptance_advice(finished.stats, self.panel.state.k_label, self.draft_same_model)
         self.panel.state.notes = [advice] if advice else []
         self.panel.show()
         if advice:

@@ -12,12 +12,13 @@ from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
 from spectui.chat.store import ChatSummary
+from spectui.ui.summary import plural
 
 
 def chat_label(chat: ChatSummary) -> str:
     when = chat.updated_at[:16].replace("T", " ")
     title = chat.title or "(empty chat)"
-    return f"{title}  ·  {chat.pair or '?'}  ·  {chat.n_messages} messages  ·  {when}"
+    return f"{title}  ·  {chat.pair or '?'}  ·  {plural(chat.n_messages, 'message')}  ·  {when}"
 
 
 class ChatsScreen(ModalScreen[int | None]):

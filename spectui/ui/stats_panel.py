@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from rich.table import Table
 from rich.text import Text
@@ -71,14 +72,37 @@ def _speedup(tps: float, baseline: Baseline | None, show_timings: bool) -> str:
     return f"{tps / baseline.tokens_per_second:.2f}x"
 
 
-def low_acceptance_advice(totals: GenerationStats, k_label: str) -> str | None:
-    """After a reply: suggest a smaller K or speculation off when the draft mostly missed."""
+def low_acceptance_advice(totals: GenerationStats, k_label: str, same_model: bool = False) -> str | None:
+    """After a reply: suggest a smaller K or speculation off when the draft mostly missed.
+
+    `same_model`: the draft is the target's own model at another precision (the demo pair), so a
+    draft "from the same family" is no advice; a less quantized draft or a lower temperature is.
+    """
     if totals.drafted < MIN_DRAFTED_FOR_ADVICE or totals.acceptance_rate >= LOW_ACCEPTANCE:
         return None
-    return (
-        f"acceptance stayed low ({totals.acceptance_rate:.0%} at K={k_label}): try a smaller K "
-        "(F2), K=auto, or speculation off (F4); a draft from the same family may agree more"
-    )
+    better = ("the draft is this model at a lower precision: a less quantized draft agrees more "
+              "(and costs more), and a lower --temperature raises acceptance" if same_model
+              else "a draft from the same family may agree more")
+    return (f"acceptance stayed low ({totals.acceptance_rate:.0%} at K={k_label}): try a smaller K "
+            f"(F2), K=auto, or speculation off (F4); {better}")
+
+
+class ModelShape(Protocol):
+    def meta(self, key: str) -> str | None: ...
+    @property
+    def n_layer(self) -> int: ...
+
+
+SHAPE_KEYS = ("embedding_length", "feed_forward_length", "attention.head_count")
+
+
+def same_model(target: ModelShape, draft: ModelShape) -> bool:
+    """True when the draft has the target's architecture and shape (layers, widths, heads): the
+    same model at another precision, as in the demo pair, rather than a smaller sibling."""
+    arch = target.meta("general.architecture")
+    if arch is None or arch != draft.meta("general.architecture") or target.n_layer != draft.n_layer:
+        return False
+    return all(target.meta(f"{arch}.{key}") == draft.meta(f"{arch}.{key}") for key in SHAPE_KEYS)
 
 
 def acceptance_series(cycles: Iterable[CycleStats]) -> list[float]:
