@@ -89,18 +89,16 @@ def low_acceptance_advice(totals: GenerationStats, k_label: str, same_model: boo
 
 class ModelShape(Protocol):
     def meta(self, key: str) -> str | None: ...
-    @property
-    def n_layer(self) -> int: ...
 
 
-SHAPE_KEYS = ("embedding_length", "feed_forward_length", "attention.head_count")
+SHAPE_KEYS = ("block_count", "embedding_length", "feed_forward_length", "attention.head_count")
 
 
 def same_model(target: ModelShape, draft: ModelShape) -> bool:
-    """True when the draft has the target's architecture and shape (layers, widths, heads): the
-    same model at another precision, as in the demo pair, rather than a smaller sibling."""
+    """True when the draft has the target's architecture and shape (layers, widths, heads) in its
+    GGUF metadata: the same model at another precision, as in the demo pair, not a smaller sibling."""
     arch = target.meta("general.architecture")
-    if arch is None or arch != draft.meta("general.architecture") or target.n_layer != draft.n_layer:
+    if arch is None or arch != draft.meta("general.architecture"):
         return False
     return all(target.meta(f"{arch}.{key}") == draft.meta(f"{arch}.{key}") for key in SHAPE_KEYS)
 
