@@ -56,6 +56,7 @@ class Conversation:
         self._replying = False
         self._reply_text = ""
         self._reply_id: int | None = None
+        """The row of the reply in progress, or of a finished one whose final text is not saved."""
         self._last_save = 0.0
 
     @classmethod
@@ -88,7 +89,14 @@ class Conversation:
 
     def _sync(self) -> bool:
         """Write whatever is not on disk yet (everything, after the store's file was replaced),
-        then the row of the reply in progress. False when a write failed (it is retried later)."""
+        then the row of the reply in progress. False when a write failed (it is retried later).
+        If the file is replaced during these writes, the chat is written again, whole, at once."""
+        ok = self._sync_once()
+        if self.store.generation != self._generation:
+            ok = self._sync_once()
+        return ok
+
+    def _sync_once(self) -> bool:
         if self.store.generation != self._generation:
             if self.chat_id is not None:
                 self.store.delete_chat(self.chat_id)  # the salvaged copy: rewritten whole below
@@ -119,7 +127,7 @@ class Conversation:
         self._sync()
 
     def start_reply(self) -> None:
-        self._replying, self._reply_text, self._reply_id = True, "", None
+        self._replying, self._reply_text = True, ""  # _reply_id may still name an unsaved reply's row
         self._sync()
         self._last_save = time.monotonic()
 

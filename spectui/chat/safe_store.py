@@ -139,8 +139,10 @@ class SafeStore:
 
     # ----- guarded calls -----------------------------------------------------------------------
 
-    def _run(self, call: Callable[[ChatStore], T], default: T, what: str) -> T:
-        """`call(store)`, retried once; damage is repaired before the retry."""
+    def _run(self, call: Callable[[ChatStore], T], default: T, what: str, *, write: bool = False) -> T:
+        """`call(store)`, retried once. Damage is repaired first; a write is then not retried,
+        since its ids belong to the old file: `generation` tells the conversation to write
+        itself again, whole."""
         last: sqlite3.Error | None = None
         for attempt in (1, 2):
             try:
@@ -150,6 +152,8 @@ class SafeStore:
                 if attempt == 1:
                     if is_damage(error):
                         self._recover(error)
+                        if write:
+                            return default
                     else:
                         time.sleep(RETRY_PAUSE)
                 continue
@@ -180,22 +184,22 @@ class SafeStore:
         return self._run(lambda s: s.messages(chat_id), [], "read the chat's messages")
 
     def new_chat(self, pair: str = "") -> int | None:
-        return self._run(lambda s: s.new_chat(pair), None, "save the new chat")
+        return self._run(lambda s: s.new_chat(pair), None, "save the new chat", write=True)
 
     def delete_chat(self, chat_id: int) -> bool:
-        return self._run(lambda s: s.delete_chat(chat_id), False, "delete the chat")
+        return self._run(lambda s: s.delete_chat(chat_id), False, "delete the chat", write=True)
 
     def add_message(self, chat_id: int, role: str, content: str, *, complete: bool = True,
                     stats: dict[str, Any] | None = None) -> int | None:
         what = {"user": "save your message", "assistant": "save the reply"}.get(role, "save the system prompt")
         return self._run(lambda s: s.add_message(chat_id, role, content, complete=complete, stats=stats),
-                         None, what)
+                         None, what, write=True)
 
     def update_message(self, message_id: int, content: str, *, complete: bool,
                        stats: dict[str, Any] | None = None) -> bool:
         what = "save the reply" if complete else "save the reply in progress"
         return self._run(lambda s: s.update_message(message_id, content, complete=complete, stats=stats),
-                         False, what)
+                         False, what, write=True)
 
 
 def _salvage_into(source: Path, store: ChatStore) -> Salvaged:
