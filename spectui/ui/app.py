@@ -164,6 +164,7 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         self.load_failed = False
         self.panel.state.measuring = True
         self.panel.state.baseline = self.baseline = None  # it belonged to the models unloaded now
+        self.panel.show()
         self.options = options
         self.has_draft = options.draft is not None
         self.sub_title = self.subtitle(options)
