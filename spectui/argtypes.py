@@ -44,6 +44,8 @@ def int_range(low: int, high: int, *, low_label: str = "") -> Callable[[str], in
 
 repeat = int_range(1, limits.MAX_REPEAT)
 max_tokens = int_range(1, limits.MAX_REPLY_TOKENS)
+bench_max_tokens = int_range(2, limits.MAX_REPLY_TOKENS)
+"""A bench needs 2 tokens: the first comes from reading the prompt, so 1 would time no decoding."""
 threads = int_range(1, limits.MAX_THREADS)
 seed = int_range(0, limits.MAX_SEED)
 

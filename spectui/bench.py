@@ -123,6 +123,7 @@ def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], s
              target: Path, draft: Path) -> BenchRow:
     """One K's row: medians over the rounds; each round's speedup against its own baseline."""
     greedy = config.sampling.greedy
+    ratios = [s.tps / b.tps for s, b in zip(specs, bases, strict=True) if b.tps]
     drafted, accepted = sum(s.drafted for s in specs), sum(s.accepted for s in specs)
     tokens, passes = sum(s.tokens for s in specs), sum(s.passes for s in specs)
     prompt_tokens, prompt_seconds = sum(s.prompt_tokens for s in specs), sum(s.prompt_seconds for s in specs)
@@ -133,7 +134,7 @@ def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], s
         prompts=len(bases[0].outputs),
         baseline_tps=round(median(b.tps for b in bases), 2),
         speculative_tps=round(median(s.tps for s in specs), 2),
-        speedup=round(median(s.tps / b.tps for s, b in zip(specs, bases, strict=True) if b.tps), 3),
+        speedup=round(median(ratios), 3) if ratios else 0.0,  # no ratio: a reply ended at once
         acceptance_rate=round(accepted / drafted, 4) if drafted else 0.0,
         mean_accepted=round(tokens / passes, 3) if passes else 0.0,
         identical=all(s.outputs == b.outputs for s, b in zip(specs, bases, strict=True)) if greedy else None,

@@ -41,7 +41,8 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"spectui: {message} (see `{self.prog} --help`)\n")
 
 
-def add_model_options(parser: argparse.ArgumentParser) -> None:
+def add_model_options(parser: argparse.ArgumentParser, max_tokens: Callable[[str], int] = argtypes.max_tokens,
+                      fewest_tokens: int = 1) -> None:
     """Options shared by `chat` and `bench`: which models, and how to run them."""
     parser.add_argument("--target", type=argtypes.path, help="path to the target GGUF (instead of a pair)")
     parser.add_argument("--draft", type=argtypes.path, help="path to the draft GGUF (instead of a pair)")
@@ -49,8 +50,8 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                         help=f"sampling temperature, 0 (greedy) to {limits.MAX_TEMPERATURE:g}")
     parser.add_argument("--seed", type=argtypes.seed, default=None,
                         help=f"seed for sampling, 0..{limits.MAX_SEED} (same seed, same output)")
-    parser.add_argument("--max-tokens", type=argtypes.max_tokens, default=None,
-                        help="most tokens per reply (1 or more)")
+    parser.add_argument("--max-tokens", type=max_tokens, default=None,
+                        help=f"most tokens per reply ({fewest_tokens} or more)")
     parser.add_argument("--ctx", type=argtypes.context_length, default=4096,
                         help=f"context length in tokens, a multiple of {limits.CTX_STEP} (default 4096)")
     parser.add_argument("--threads", type=argtypes.threads, default=None,
@@ -82,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="measure speculative vs. plain decoding, headless")
     bench.add_argument("--pair", type=argtypes.name, default=None, help=PAIR_HELP)
-    add_model_options(bench)
+    add_model_options(bench, argtypes.bench_max_tokens, fewest_tokens=2)
     bench.add_argument("-k", "--draft-length", type=parse_k_list, default=None,
                        help=f"K (1..{limits.MAX_DRAFT}), `auto`, or a sweep 1,2,4,8; K=0 is the baseline, always run")
     bench.add_argument("--prompt", type=argtypes.text, action="append", default=None, help="a prompt (repeatable)")

@@ -1,15 +1,12 @@
-"""Every bound on a number the user gives, defined once.
+"""Bounds shared by the engine, the CLI, the catalog and the UI: one definition each.
 
-The CLI checks options against these where it parses them (`spectui.argtypes`), the catalog checks
-`recommended_k` against `MAX_DRAFT`, and the engine's draft-length control steps within it.
-Where a bound comes from llama.cpp, the comment names the source line (llama.cpp as vendored in
+The CLI checks every option against these where it parses it (`spectui.argtypes`). Where a bound
+comes from llama.cpp, its comment names the source line (llama.cpp as vendored in
 llama-cpp-python 0.3.36).
 """
 
-from __future__ import annotations
-
 MAX_DRAFT = 16
-"""Draft length K: 0 (speculation off) .. 16 tokens per cycle, or `auto`."""
+"""The most tokens one speculative cycle may propose (K's upper bound; `auto` stays within it)."""
 
 CTX_STEP = 256
 """llama.cpp pads every context up to a multiple of 256 tokens (`GGML_PAD(cparams.n_ctx, 256)`,

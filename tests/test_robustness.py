@@ -46,8 +46,9 @@ BAD_OPTIONS = [
     (["bench", "--seed", "-1"], "--seed", "from 0 to 4294967295", "not -1"),
     (["chat", "--seed", "4294967296"], "--seed", "from 0 to 4294967295", "not 4294967296"),
     (["chat", "--seed", "1.5"], "--seed", "whole number", "'1.5'"),
-    (["bench", "--max-tokens", "0"], "--max-tokens", "from 1 to", "not 0"),
-    (["bench", "--max-tokens", "-5"], "--max-tokens", "from 1 to", "not -5"),
+    (["bench", "--max-tokens", "0"], "--max-tokens", "from 2 to", "not 0"),
+    (["bench", "--max-tokens", "-5"], "--max-tokens", "from 2 to", "not -5"),
+    (["bench", "--max-tokens", "1"], "--max-tokens", "from 2 to", "not 1"),
     (["chat", "--max-tokens", "0"], "--max-tokens", "from 1 to", "not 0"),
     (["--max-tokens", "-5"], "--max-tokens", "from 1 to", "not -5"),
     (["chat", "--temperature", "-1"], "--temperature", "from 0 (greedy) to 100", "not -1"),
@@ -116,6 +117,16 @@ def test_a_bad_option_is_one_line_naming_option_range_and_value(argv, option, al
 def test_values_at_the_edges_of_their_ranges_are_taken_as_given(argv, attribute, value):
     args = build_parser().parse_args(with_default_command(argv))
     assert getattr(args, attribute) == value
+
+
+def test_a_bench_whose_replies_end_at_once_reports_no_speedup_instead_of_failing(tiny_pair):
+    from spectui.bench import RunTotals, make_row
+
+    nothing = RunTotals(tokens=0, seconds=0.0, drafted=0, accepted=0, passes=0, outputs=((),),
+                        prompt_tokens=3, prompt_seconds=0.01)
+    row = make_row(4, GenerationConfig(max_tokens=2), [nothing, nothing], [nothing, nothing],
+                   tiny_pair.target, tiny_pair.draft)
+    assert row.speedup == 0.0 and row.baseline_tps == 0.0 and row.identical is True
 
 
 def test_chat_options_keep_max_tokens_as_given(tiny_pair):

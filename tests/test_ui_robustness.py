@@ -207,6 +207,25 @@ async def test_a_reply_shows_no_leading_blank_lines_streamed_reopened_or_coloure
             assert widget.coloured_text().plain == "Hello there\n\nsecond paragraph"
 
 
+@run_async
+async def test_a_chat_whose_title_looks_like_markup_is_listed_as_typed() -> None:
+    from textual.widgets import OptionList
+
+    from spectui.chat.store import ChatSummary
+    from spectui.ui.screens import ChatsScreen
+
+    titles = ["what does [/bold] close?", "a [link=x] and [b]bold[/b"]
+    app = LogOnly()
+    async with app.run_test() as pilot:
+        await app.push_screen(ChatsScreen([ChatSummary(i, t, "tiny", "2026-11-23T04:12", 1)
+                                           for i, t in enumerate(titles)]))
+        await pilot.pause()
+        listing = app.screen.query_one(OptionList)
+        labels = [str(listing.get_option_at_index(i).prompt) for i in range(listing.option_count)]
+        assert [label.split("  ·  ")[0] for label in labels] == titles
+        assert labels[0].endswith("1 message  ·  2026-11-23 04:12")
+
+
 def test_counts_are_plural_only_when_they_are_not_one_and_odd_stats_do_not_break() -> None:
     assert meta_line({"tokens": 1}).startswith("1 token ·") or meta_line({"tokens": 1}) == "1 token"
     assert meta_line({"tokens": 2}).startswith("2 tokens")

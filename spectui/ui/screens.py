@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -33,7 +34,8 @@ class ChatsScreen(ModalScreen[int | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="chats-dialog"):
             yield Label("Past chats (Enter opens, Escape closes)", id="chats-title")
-            options = [Option(chat_label(chat), id=str(chat.id)) for chat in self.chats]
+            # a Text prompt: a title is what the user typed, never markup ("[/b]" must not crash)
+            options = [Option(Text(chat_label(chat)), id=str(chat.id)) for chat in self.chats]
             yield OptionList(*options, id="chats-list")
             if not self.chats:
                 yield Label("no saved chats yet", classes="note")
