@@ -330,3 +330,42 @@ def test_a_closed_pipe_ends_quietly(spectui_home):
         os.close(write)
     assert result.stderr == b""
     assert result.returncode == cli.EXIT_BROKEN_PIPE
+
+
+def _read_only_mount_works(directory: Path) -> bool:
+    if os.geteuid() != 0 or not Path("/usr/bin/unshare").exists():
+        return False
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {directory} {directory} && "
+                            f"mount -o remount,ro,bind {directory}"], capture_output=True, timeout=30, check=False)
+    return probe.returncode == 0
+
+
+def test_a_read_only_mount_runs_chats_unsaved_and_refuses_to_pull(tmp_path):
+    """A real read-only file system (EROFS), in a private mount namespace: only where the test
+    runs as root with `unshare` (elsewhere the file-where-a-directory-should-be tests cover it)."""
+    home = tmp_path / "home"
+    (home / "data").mkdir(parents=True)
+    if not _read_only_mount_works(home):
+        pytest.skip("needs root and unshare -m to make a read-only mount")
+    from spectui.chat.store import ChatStore
+
+    store = ChatStore(home / "data" / "chats.sqlite3")
+    store.add_message(store.new_chat("tiny"), "user", "an old question")
+    store.close()
+    check = (
+        "from spectui.chat.safe_store import SafeStore; from spectui.paths import chats_db_path\n"
+        "s = SafeStore(chats_db_path()); print(s.saving, [c.title for c in s.list_chats()])\n"
+        "print(s.notices[0][0])\n"
+    )
+    script = (f"mount --bind {home} {home} && mount -o remount,ro,bind {home} && "
+              f"{sys.executable} -m spectui list >/dev/null && echo LIST-OK; "
+              f"{sys.executable} -m spectui pull demo; echo PULL=$?; "
+              f"{sys.executable} -c '{check}'")
+    result = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True,
+                            timeout=300, check=False, env={**os.environ, "SPECTUI_HOME": str(home)})
+    assert "LIST-OK" in result.stdout and "PULL=1" in result.stdout
+    assert "Traceback" not in result.stderr
+    line = one_error_line(result.stderr)
+    assert f"cannot write to {home / 'data'} (Read-only file system)" in line and "SPECTUI_HOME" in line
+    assert "False ['an old question']" in result.stdout
+    assert "this chat runs unsaved" in result.stdout and "1 past chat can still be read" in result.stdout
