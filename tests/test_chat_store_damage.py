@@ -133,6 +133,46 @@ def test_messages_whose_chat_row_is_lost_are_kept_under_a_recovered_chat(tmp_pat
     assert {c.id: [m.content for m in store.messages(c.id)] for c in listed} == chats
 
 
+def test_a_truncated_store_gives_back_the_chats_in_its_first_half(tmp_path: Path) -> None:
+    path = tmp_path / "chats.sqlite3"
+    chats = make_store(path, n_chats=4, n_messages=20)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2 + 100])  # a copy cut short, mid-page
+    store = SafeStore(path)
+    line = one_notice(store)
+    assert "recovered from it" in line
+    recovered = {c.id: [m.content for m in store.messages(c.id)] for c in store.list_chats()}
+    assert recovered and all(recovered[c] == chats[c][: len(recovered[c])] for c in recovered)
+    assert recovered[1] == chats[1]  # the first chat's pages were all in the first half
+    [aside] = damaged_copies(tmp_path)
+    assert aside.read_bytes() == data[: len(data) // 2 + 100]
+
+
+@pytest.mark.parametrize("thing", ["directory", "fifo", "dangling link"])
+def test_something_else_at_the_store_path_means_unsaved_not_a_crash(tmp_path: Path, thing: str) -> None:
+    path = tmp_path / "chats.sqlite3"
+    if thing == "directory":
+        path.mkdir()
+    elif thing == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(tmp_path / "missing" / "chats.sqlite3")
+    store = SafeStore(path)
+    line = one_notice(store)
+    assert "this chat runs unsaved" in line and str(path) in line and "SPECTUI_HOME=" in line
+    assert store.new_chat("tiny") is not None
+
+
+def test_garbage_beside_a_good_store_is_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "chats.sqlite3"
+    chats = make_store(path, n_chats=1, n_messages=5)
+    (tmp_path / "chats.sqlite3-wal").write_bytes(bytes(range(256)) * 40)
+    (tmp_path / "chats.sqlite3-shm").write_bytes(bytes(range(256)) * 160)
+    store = SafeStore(path)
+    assert store.notices == []
+    assert [m.content for m in store.messages(1)] == chats[1]
+
+
 def test_a_foreign_database_is_moved_aside_not_written_into(tmp_path: Path) -> None:
     path = tmp_path / "chats.sqlite3"
     other = sqlite3.connect(path)

@@ -8,13 +8,16 @@ walk gallops forward (last + 1, 2, 4, ...) until a step succeeds, then binary-se
 the first readable row after the damage, so only the rows on damaged pages are lost. Indexes are
 never used (a damaged index loses nothing), and a row whose values are unreadable or of the wrong
 type is skipped. Messages whose chat row was lost are kept under a "(recovered chat)" title.
+A truncated file is read through a copy whose header counts only the pages that are there.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -71,7 +74,7 @@ class Salvaged:
             return "no chat could be read from it"
         chats = "1 chat" if self.chats == 1 else f"{self.chats} chats"
         messages = "1 message" if self.messages == 1 else f"{self.messages} messages"
-        return f"{chats} ({messages}) were recovered from it"
+        return f"{chats} ({messages}) {'was' if self.chats == 1 else 'were'} recovered from it"
 
 
 def open_readonly(path: Path) -> sqlite3.Connection:
@@ -89,16 +92,56 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     raise sqlite3.DatabaseError(f"{path} cannot be read at all")
 
 
+def page_size(header: bytes) -> int:
+    """The page size a database header declares (bytes 16-17; 1 means 65536), 4096 if invalid."""
+    size = int.from_bytes(header[16:18], "big") if len(header) >= 18 else 0
+    size = 65536 if size == 1 else size
+    return size if 512 <= size <= 65536 and size & (size - 1) == 0 else 4096
+
+
+def truncated_copy(path: Path, into: Path) -> Path:
+    """A copy of a truncated database that SQLite will open: whole pages only, and the header's
+    page count (bytes 28-31) set to the pages that are there (it still counts the lost ones)."""
+    data = bytearray(path.read_bytes())
+    size = page_size(bytes(data[:100]))
+    pages = len(data) // size
+    del data[pages * size:]
+    if pages:
+        data[28:32] = pages.to_bytes(4, "big")
+    into.write_bytes(bytes(data))
+    return into
+
+
+@contextmanager
+def readable(path: Path) -> Iterator[sqlite3.Connection | None]:
+    """A read-only connection to `path`, or to a repaired copy of it (a truncated file); None
+    when neither opens."""
+    try:
+        db = open_readonly(path)
+    except (sqlite3.Error, OSError):
+        db = None
+    if db is not None:
+        try:
+            yield db
+        finally:
+            db.close()
+        return
+    with tempfile.TemporaryDirectory(prefix="spectui-salvage-") as scratch:
+        try:
+            db = open_readonly(truncated_copy(path, Path(scratch) / "copy.sqlite3"))
+        except (sqlite3.Error, OSError):
+            db = None
+        try:
+            yield db
+        finally:
+            if db is not None:
+                db.close()
+
+
 def salvage(source: Path, into: ChatStore) -> Salvaged:
     """Copy every readable chat and message of `source` into `into`, keeping their ids."""
-    try:
-        db = open_readonly(source)
-    except sqlite3.Error:
-        return Salvaged(0, 0)
-    try:
-        return _copy(db, into)
-    finally:
-        db.close()
+    with readable(source) as db:
+        return Salvaged(0, 0) if db is None else _copy(db, into)
 
 
 def _copy(db: sqlite3.Connection, into: ChatStore) -> Salvaged:
