@@ -138,9 +138,10 @@ def _check_writable(command: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(with_default_command(sys.argv[1:] if argv is None else argv))
+    doing = "starting"
     try:
+        args = _parse(build_parser(), with_default_command(sys.argv[1:] if argv is None else argv))
+        doing = f"running `spectui {args.command}`"
         _check_writable(args.command)
         code = _command(args.command)(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
@@ -157,11 +158,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as error:
         from spectui.crashlog import describe_os_error, report
 
-        return _fail(describe_os_error(error) or report(error, f"running `spectui {args.command}`"))
+        return _fail(describe_os_error(error) or report(error, doing))
     except Exception as error:  # a bug: one line here, the traceback in the log it names
         from spectui.crashlog import report
 
-        return _fail(report(error, f"running `spectui {args.command}`"))
+        return _fail(report(error, doing))
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """`parse_args`; after `--help` or `--version` (SystemExit 0), stdout is flushed here so a
+    closed pipe (`spectui --help | head -1`) is handled like any other."""
+    try:
+        return parser.parse_args(argv)
+    except SystemExit:
+        sys.stdout.flush()
+        raise
 
 
 def _fail(line: str, code: int = 1) -> int:

@@ -26,8 +26,6 @@ USER_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, e
 
 def write_log(error: BaseException, context: str = "") -> Path | None:
     """Write the traceback of `error` to a new log file; its path, or None if none could be made."""
-    from spectui import paths
-
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     name = f"error-{stamp}-{os.getpid()}.log"
     body = "".join([
@@ -38,7 +36,9 @@ def write_log(error: BaseException, context: str = "") -> Path | None:
         "\n",
         *traceback.format_exception(type(error), error, error.__traceback__),
     ])
-    for directory in (paths.log_dir(), Path(tempfile.gettempdir()) / "spectui-logs"):
+    for directory in (_log_dir(), Path(tempfile.gettempdir()) / "spectui-logs"):
+        if directory is None:
+            continue
         try:
             directory.mkdir(parents=True, exist_ok=True)
             path = directory / name
@@ -47,6 +47,16 @@ def write_log(error: BaseException, context: str = "") -> Path | None:
         except OSError:
             continue
     return None
+
+
+def _log_dir() -> Path | None:
+    from spectui import paths
+    from spectui.errors import SpectuiError
+
+    try:
+        return paths.log_dir()
+    except SpectuiError:  # SPECTUI_HOME itself is unusable: the temporary directory will do
+        return None
 
 
 def summary(error: BaseException) -> str:

@@ -23,7 +23,13 @@ HOME_ENV = "SPECTUI_HOME"
 
 def _home_override() -> Path | None:
     value = os.environ.get(HOME_ENV)
-    return Path(value).expanduser() if value else None
+    if not value:
+        return None
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:  # `~someone` for a user that does not exist
+        raise StorageError(f"{HOME_ENV}={value}: the ~ in it names no user here; "
+                           f"give the full path, e.g. {HOME_ENV}=$HOME/spectui") from None
 
 
 def config_dir() -> Path:

@@ -286,6 +286,13 @@ def _raising(error: BaseException):
     return lambda name: command
 
 
+def test_a_home_with_a_tilde_for_no_user_is_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("SPECTUI_HOME", "~no-such-user-here/spectui")
+    assert main(["list"]) == 1
+    line = one_error_line(capsys.readouterr().err)
+    assert "SPECTUI_HOME=~no-such-user-here/spectui" in line and "full path" in line
+
+
 def test_a_bug_is_one_line_naming_a_log_with_the_traceback(spectui_home, monkeypatch, capsys):
     monkeypatch.setattr(cli, "_command", _raising(RuntimeError("boom\nsecond line")))
     assert main(["list"]) == 1
@@ -320,16 +327,18 @@ def test_a_file_or_disk_error_is_one_line_without_a_log(spectui_home, monkeypatc
     assert not (spectui_home / "logs").exists()
 
 
-def test_a_closed_pipe_ends_quietly(spectui_home):
+@pytest.mark.parametrize("argv", [["list"], ["list", "--json"], ["--help"], ["bench", "--help"]])
+def test_a_closed_pipe_ends_quietly(spectui_home, argv):
     read, write = os.pipe()
     os.close(read)  # the reader is gone before spectui writes (`spectui list | head -0`)
     try:
-        result = subprocess.run([sys.executable, "-m", "spectui", "list"], stdout=write,
+        result = subprocess.run([sys.executable, "-m", "spectui", *argv], stdout=write,
                                 stderr=subprocess.PIPE, timeout=120, check=False)
     finally:
         os.close(write)
     assert result.stderr == b""
-    assert result.returncode == cli.EXIT_BROKEN_PIPE
+    # argparse itself ignores a failed write of its help (exit 0); a command's output exits 141
+    assert result.returncode == (0 if "--help" in argv else cli.EXIT_BROKEN_PIPE)
 
 
 def _read_only_mount_works(directory: Path) -> bool:
