@@ -107,6 +107,30 @@ async def test_an_unwritable_home_runs_the_chat_unsaved_and_says_so(
 
 
 @run_async
+async def test_a_reply_that_cannot_be_saved_is_said_and_saved_later(pair, spectui_home) -> None:
+    app = RecordingApp(options(pair))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "First, while there is room.")
+        db = app.store._store._db
+        db.execute("PRAGMA query_only = 1")  # every write now fails, as on a file made read-only
+        await send(pilot, "A long question " * 20)
+        await pilot.pause()
+        [error] = [n for n in notes(app, "error") if "could not save" in n]
+        assert "readonly database" in error and "saved again with the next message" in error
+        assert any("could not save" in t for t in toasts(app))
+        assert app.query(AssistantMessage)[-1].text  # the reply is on screen all the same
+        db.execute("PRAGMA query_only = 0")
+        await send(pilot, "And now?")
+        await pilot.pause()
+        assert any("saved again" in n for n in notes(app))
+    saved = ChatStore(chats_db_path())
+    [chat] = saved.list_chats()
+    assert [m.role for m in saved.messages(chat.id)] == ["user", "assistant"] * 3
+    assert saved.messages(chat.id)[2].content == ("A long question " * 20).strip()
+
+
+@run_async
 async def test_after_a_failed_load_nothing_says_loading_or_measuring(pair, tmp_path: Path) -> None:
     app = RecordingApp(options(pair, target=tmp_path / "nowhere.gguf"))
     async with app.run_test(size=SIZE) as pilot:
