@@ -10,16 +10,16 @@
 - A write that fails (disk full, locked, read-only) is retried once; if it fails again, one line
   says what could not be saved, and `Conversation` writes the whole chat again at its next write.
 
-Every line goes to `report(line, severity)` (the app: a note in the log and a notification; by
-default stderr) and stays in `notices`. `generation` grows each time the file is replaced, so a
-`Conversation` knows its ids may be stale and writes itself again.
+Every line goes to `report(line, severity)` once one is attached (the app: a note in the log and
+a notification), and stays in `notices` (`spectui chat` repeats them on stderr when it ends).
+`generation` grows each time the file is replaced, so a `Conversation` knows its ids may be
+stale and writes itself again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,10 +33,6 @@ Report = Callable[[str, str], None]
 """Receives one line and its severity: "information", "warning" or "error"."""
 T = TypeVar("T")
 RETRY_PAUSE = 0.05
-
-
-def print_report(line: str, severity: str) -> None:
-    print(f"spectui: {line}", file=sys.stderr, flush=True)
 
 
 class SafeStore:
@@ -83,8 +79,8 @@ class SafeStore:
             return self._in_memory(f"this chat runs unsaved: {error}")
         try:
             return self._open_file()
-        except sqlite3.Error as error:
-            if is_damage(error):
+        except (sqlite3.Error, OSError) as error:
+            if isinstance(error, sqlite3.Error) and is_damage(error):
                 return self._replace_damaged(error)
             return self._in_memory(f"this chat runs unsaved: {self.path} cannot be opened ({error}); "
                                    "choose another directory: SPECTUI_HOME=/some/dir spectui ...")
@@ -116,14 +112,12 @@ class SafeStore:
             return self._in_memory(f"this chat runs unsaved: the chat store {self.path} is damaged ({error}) "
                                    f"and cannot be moved aside ({move_error.strerror or move_error})")
         try:
-            store, where = ChatStore(self.path), f"into a fresh {self.path.name}"
-        except sqlite3.Error as new_error:
-            store, where = ChatStore(None), f"into memory (a fresh store cannot be made: {new_error}; " \
-                                            "this chat runs unsaved)"
+            store, where = ChatStore(self.path), f" into a fresh {self.path.name}"
+        except (sqlite3.Error, OSError) as new_error:
+            store, where = ChatStore(None), f"; a fresh store cannot be made ({new_error}): this chat runs unsaved"
         found = _salvage_into(aside, store)
-        recovered = found.describe()
-        self._say(f"the chat store was damaged ({error}): it was moved to {aside}; "
-                  f"{recovered}{' ' + where if found.messages else ''}")
+        tail = where if found.messages or not store.saving else ""
+        self._say(f"the chat store was damaged ({error}): it was moved to {aside}; {found.describe()}{tail}")
         return store
 
     def _recover(self, error: sqlite3.Error) -> None:
