@@ -2,7 +2,10 @@
 
 A bare `spectui` opens the chat app. Heavy modules (llama.cpp, Textual, huggingface_hub) are
 imported inside each command, so `spectui --help` and `spectui list` start instantly.
-A `SpectuiError` is printed as one line on stderr with exit code 1, never as a traceback.
+Every option is checked where it is parsed (`spectui.argtypes`, bounds in `spectui.limits`).
+Nothing reaches the user as a traceback: a bad option, a `SpectuiError`, or a file or disk
+problem is one line on stderr with exit code 2 or 1; anything else is a bug, reported as one
+line that names the log file holding its traceback (`spectui.crashlog`).
 """
 
 from __future__ import annotations
@@ -11,28 +14,19 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
-from spectui import __version__
+from spectui import __version__, argtypes, limits
 from spectui.errors import SpectuiError
-from spectui.limits import MAX_DRAFT
 
 Command = Callable[[argparse.Namespace], int]
 COMMANDS = ("chat", "bench", "pull", "list", "rm", "pair", "worker")
 PAIR_HELP = "a pair from `spectui list` (default: the last pulled pair, else the demo pair)"
 MODEL_REF = "a GGUF path, ollama:NAME[:TAG], lmstudio:PUBLISHER/REPO[/FILE] or hf:REPO:FILE (from the cache)"
+EXIT_BROKEN_PIPE = 141  # what a shell reports for a process ended by SIGPIPE (128 + 13)
 
-
-def parse_k(value: str) -> int | str:
-    """A draft length: an integer 0..MAX_DRAFT or `auto`."""
-    if value == "auto":
-        return "auto"
-    try:
-        k = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"draft length must be 0..{MAX_DRAFT} or 'auto', not {value!r}") from None
-    if not 0 <= k <= MAX_DRAFT:
-        raise argparse.ArgumentTypeError(f"draft length must be 0..{MAX_DRAFT} or 'auto', not {k}")
-    return k
+parse_k = argtypes.draft_length
+parse_k_list = argtypes.draft_lengths
 
 
 def parse_drafter(value: str) -> str:
@@ -47,17 +41,14 @@ def parse_drafter(value: str) -> str:
     return value
 
 
-def parse_k_list(value: str) -> list[int | str]:
-    """`4`, `auto`, or a sweep such as `1,2,4,8`."""
-    return [parse_k(part.strip()) for part in value.split(",") if part.strip()]
-
-
 def drafter_help() -> str:
     from spectui.engine.drafters import KINDS
 
     kinds = "; ".join(f"{kind.name}: {kind.summary}" for kind in KINDS.values())
     return (f"what proposes tokens: auto (default: the fastest the models allow), none, {kinds}; "
             "chain a lookup before a model with +, e.g. model+ngram")
+
+
 def parse_tensor_split(value: str) -> list[float]:
     """`3,1`: proportions of the target per device, workers first (in --rpc order), then GPUs."""
     try:
@@ -65,43 +56,67 @@ def parse_tensor_split(value: str) -> list[float]:
     except ValueError:
         shares = []
     if not shares or any(share < 0 for share in shares) or sum(shares) <= 0:
-        raise argparse.ArgumentTypeError(f"--tensor-split needs non-negative shares such as 3,1, not {value!r}")
+        raise argparse.ArgumentTypeError(f"needs non-negative shares such as 3,1, not {value!r}")
     return shares
 
 
-def add_model_options(parser: argparse.ArgumentParser) -> None:
+class Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line: `spectui: bench --repeat: must be ..., not 0`."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("spectui").strip()
+        if message.startswith("argument "):
+            option, _, reason = message.removeprefix("argument ").partition(": ")
+            where = f"{command} {option}".strip()
+            message = f"{where}: {reason}"
+        elif command:
+            message = f"{command}: {message}"
+        self.exit(2, f"spectui: {message} (see `{self.prog} --help`)\n")
+
+
+def add_model_options(parser: argparse.ArgumentParser, max_tokens: Callable[[str], int] = argtypes.max_tokens,
+                      fewest_tokens: int = 1) -> None:
     """Options shared by `chat` and `bench`: which models, and how to run them."""
-    parser.add_argument("--target", help=f"the target model (instead of a pair): {MODEL_REF}")
-    parser.add_argument("--draft", help="the draft model (default with --target: the best one on disk)")
+    parser.add_argument("--target", type=argtypes.path, help=f"the target model (instead of a pair): {MODEL_REF}")
+    parser.add_argument("--draft", type=argtypes.path,
+                        help="the draft model (default with --target: the best one on disk)")
     parser.add_argument("--drafter", type=parse_drafter, default=None, help=drafter_help())
-    parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0 = greedy)")
-    parser.add_argument("--seed", type=int, default=None, help="seed for sampling (same seed, same output)")
-    parser.add_argument("--max-tokens", type=int, default=None, help="most tokens per reply")
-    parser.add_argument("--ctx", type=int, default=4096, help="context length in tokens (default 4096)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
+    parser.add_argument("--temperature", type=argtypes.temperature, default=0.0,
+                        help=f"sampling temperature, 0 (greedy) to {limits.MAX_TEMPERATURE:g}")
+    parser.add_argument("--seed", type=argtypes.seed, default=None,
+                        help=f"seed for sampling, 0..{limits.MAX_SEED} (same seed, same output)")
+    parser.add_argument("--max-tokens", type=max_tokens, default=None,
+                        help=f"most tokens per reply ({fewest_tokens} or more)")
+    parser.add_argument("--ctx", type=argtypes.context_length, default=4096,
+                        help=f"context length in tokens, a multiple of {limits.CTX_STEP} (default 4096)")
+    parser.add_argument("--threads", type=argtypes.threads, default=None,
+                        help=f"CPU threads, 1..{limits.MAX_THREADS} (default: all cores)")
     parser.add_argument(
-        "--n-gpu-layers", type=int, default=None, help="target layers to offload (default: all when a GPU is usable)"
+        "--n-gpu-layers", type=argtypes.gpu_layers, default=None,
+        help="target layers to offload, -1 = all (default: all when a GPU is usable)"
     )
     parser.add_argument(
-        "--draft-n-gpu-layers", type=int, default=None, help="draft layers to offload (default: as --n-gpu-layers)"
+        "--draft-n-gpu-layers", type=argtypes.gpu_layers, default=None,
+        help="draft layers to offload, -1 = all (default: as --n-gpu-layers)"
     )
-    parser.add_argument("--rpc", default=None, metavar="HOST:PORT[,...]",
+    parser.add_argument("--rpc", type=argtypes.text, default=None, metavar="HOST:PORT[,...]",
                         help="put the target's layers on `spectui worker`s there; the draft stays here")
     parser.add_argument("--tensor-split", type=parse_tensor_split, default=None, metavar="P1,P2,...",
                         help="with --rpc: share of the target per worker (default: by their free memory)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="spectui", description="Faster local chat with llama.cpp through speculative decoding."
     )
     parser.add_argument("--version", action="version", version=f"spectui {__version__}")
     sub = parser.add_subparsers(dest="command")
 
     chat = sub.add_parser("chat", help="open the chat app (the default)")
-    chat.add_argument("pair", nargs="?", help=PAIR_HELP)
+    chat.add_argument("pair", nargs="?", type=argtypes.name, help=PAIR_HELP)
     add_model_options(chat)
-    chat.add_argument("-k", "--draft-length", type=parse_k, default=None, help=f"draft length 0..{MAX_DRAFT} or auto")
+    chat.add_argument("-k", "--draft-length", type=parse_k, default=None,
+                      help=f"draft length 0..{limits.MAX_DRAFT} (0 = speculation off) or auto")
     chat.add_argument("--system", default=None, help="system prompt")
     chat.add_argument("--mode", choices=("auto", "chat", "completion"), default="auto",
                       help="chat (the model's template), completion (continue the text: base models), "
@@ -109,18 +124,22 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--resume", action="store_true", help="reopen the last conversation")
 
     bench = sub.add_parser("bench", help="measure speculative vs. plain decoding, headless")
-    bench.add_argument("--pair", default=None, help=PAIR_HELP)
-    add_model_options(bench)
-    bench.add_argument("-k", "--draft-length", type=parse_k_list, default=None, help="K, `auto`, or a sweep 1,2,4,8")
-    bench.add_argument("--prompt", action="append", default=None, help="a prompt (repeatable)")
-    bench.add_argument("--repeat", type=int, default=1, help="rounds, interleaved; report medians (default 1)")
+    bench.add_argument("--pair", type=argtypes.name, default=None, help=PAIR_HELP)
+    add_model_options(bench, argtypes.bench_max_tokens, fewest_tokens=2)
+    bench.add_argument("-k", "--draft-length", type=parse_k_list, default=None,
+                       help=f"K (1..{limits.MAX_DRAFT}), `auto`, or a sweep 1,2,4,8; K=0 is the baseline, always run")
+    bench.add_argument("--prompt", type=argtypes.text, action="append", default=None, help="a prompt (repeatable)")
+    bench.add_argument("--repeat", type=argtypes.repeat, default=1,
+                       help=f"rounds, interleaved, 1..{limits.MAX_REPEAT}; report medians (default 1)")
     bench.add_argument("--json", action="store_true", help="one JSON object per K on stdout")
 
     pull = sub.add_parser("pull", help="download a target/draft pair from the Hugging Face Hub")
-    pull.add_argument("pair", nargs="?", help="a pair name from models.toml")
-    pull.add_argument("--target", help="ad-hoc target: REPO:FILE, a local path or a reference (ollama:NAME...)")
-    pull.add_argument("--draft", help="ad-hoc draft: REPO:FILE, a local path or a reference (ollama:NAME...)")
-    pull.add_argument("--name", help="name for an ad-hoc pair")
+    pull.add_argument("pair", nargs="?", type=argtypes.name, help="a pair name from models.toml")
+    pull.add_argument("--target", type=argtypes.path,
+                      help="ad-hoc target: REPO:FILE, a local path or a reference (ollama:NAME...)")
+    pull.add_argument("--draft", type=argtypes.path,
+                      help="ad-hoc draft: REPO:FILE, a local path or a reference (ollama:NAME...)")
+    pull.add_argument("--name", type=argtypes.name, help="name for an ad-hoc pair")
 
     listing = sub.add_parser("list", help="list catalog pairs and whether they are pulled")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
@@ -128,14 +147,15 @@ def build_parser() -> argparse.ArgumentParser:
                          help="models already on disk (Ollama, LM Studio, HF cache) and their automatic drafts")
 
     rm = sub.add_parser("rm", help="forget a pulled pair and delete files only it uses")
-    rm.add_argument("pair")
+    rm.add_argument("pair", type=argtypes.name)
 
     pair = sub.add_parser("pair", help="save a pair of models already on disk under a name")
     pair_sub = pair.add_subparsers(dest="pair_action", required=True)
     add = pair_sub.add_parser("add", help="spectui pair add NAME --target REF --draft REF")
-    add.add_argument("name", help="the pair's name (then: spectui chat NAME)")
-    add.add_argument("--target", required=True, help=MODEL_REF)
-    add.add_argument("--draft", required=True, help=MODEL_REF)
+    add.add_argument("name", type=argtypes.name, help="the pair's name (then: spectui chat NAME)")
+    add.add_argument("--target", type=argtypes.path, required=True, help=MODEL_REF)
+    add.add_argument("--draft", type=argtypes.path, required=True, help=MODEL_REF)
+
     from spectui.worker import add_worker_parser
 
     add_worker_parser(sub)
@@ -173,14 +193,53 @@ def with_default_command(argv: Sequence[str]) -> list[str]:
     return ["chat", *args]
 
 
+def _check_writable(command: str) -> None:
+    """`pull` and `rm` cannot work without writing the record of pulled pairs: say so first
+    (before a download), naming the directory and how to choose another."""
+    if command in ("pull", "rm"):
+        from spectui import paths
+
+        paths.writable_dir(paths.data_dir())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(with_default_command(sys.argv[1:] if argv is None else argv))
+    doing = "starting"
     try:
-        return _command(args.command)(args)
+        args = _parse(build_parser(), with_default_command(sys.argv[1:] if argv is None else argv))
+        doing = f"running `spectui {args.command}`"
+        _check_writable(args.command)
+        code = _command(args.command)(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
     except SpectuiError as error:
-        print(f"spectui: {error}", file=sys.stderr)
-        return 1
+        return _fail(str(error))
     except KeyboardInterrupt:
-        print("spectui: interrupted", file=sys.stderr)
-        return 130
+        return _fail("interrupted", 130)
+    except BrokenPipeError:  # `spectui list | head -1`: the reader has all it wanted
+        from spectui.crashlog import quiet_broken_pipe
+
+        quiet_broken_pipe()
+        return EXIT_BROKEN_PIPE
+    except OSError as error:
+        from spectui.crashlog import describe_os_error, report
+
+        return _fail(describe_os_error(error) or report(error, doing))
+    except Exception as error:  # a bug: one line here, the traceback in the log it names
+        from spectui.crashlog import report
+
+        return _fail(report(error, doing))
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """`parse_args`; after `--help` or `--version` (SystemExit 0), stdout is flushed here so a
+    closed pipe (`spectui --help | head -1`) is handled like any other."""
+    try:
+        return parser.parse_args(argv)
+    except SystemExit:
+        sys.stdout.flush()
+        raise
+
+
+def _fail(line: str, code: int = 1) -> int:
+    print(f"spectui: {line}", file=sys.stderr, flush=True)
+    return code

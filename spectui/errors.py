@@ -1,7 +1,8 @@
 """User-facing errors: each carries one line that says what went wrong and what to do.
 
 The CLI prints `str(error)` and exits non-zero; the UI shows it in a notification. Anything that
-is not a `SpectuiError` is a bug and keeps its traceback.
+is not a `SpectuiError` is a bug: the last-resort handler (`spectui.crashlog`) prints one line and
+keeps the traceback in a log file.
 """
 
 from __future__ import annotations
@@ -53,9 +54,15 @@ class SettingsError(SpectuiError):
 
 class LocalModelError(SpectuiError):
     """A reference to a model on disk (`ollama:`, `lmstudio:`, `hf:`) cannot be resolved."""
+
+
 class RpcError(SpectuiError):
     """llama.cpp's RPC backend is missing, or a worker is unreachable, refuses or speaks another protocol."""
 
 
 class WorkerLostError(RpcError):
     """A worker stopped answering while it held part of the target; the model must be loaded again."""
+
+
+class StorageError(SpectuiError):
+    """A directory spectui must write to cannot be written (read-only, full, a file in the way)."""

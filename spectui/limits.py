@@ -1,4 +1,39 @@
-"""Bounds shared by the engine, the CLI, the catalog and the UI: one definition each."""
+"""Bounds shared by the engine, the CLI, the catalog and the UI: one definition each.
+
+The CLI checks every option against these where it parses it (`spectui.argtypes`). Where a bound
+comes from llama.cpp, its comment names the source line (llama.cpp as vendored in
+llama-cpp-python 0.3.36).
+"""
 
 MAX_DRAFT = 16
 """The most tokens one speculative cycle may propose (K's upper bound; `auto` stays within it)."""
+
+CTX_STEP = 256
+"""llama.cpp pads every context up to a multiple of 256 tokens (`GGML_PAD(cparams.n_ctx, 256)`,
+src/llama-context.cpp:290), so `--ctx` must be one: any other value would silently change."""
+
+MIN_CTX = CTX_STEP
+"""The smallest context llama.cpp makes (a `--ctx 16` would become 256 without a word)."""
+
+MAX_CTX = 1 << 24
+"""16,777,216 tokens: above any model's trained context; llama.cpp keeps n_ctx in a uint32 and
+a larger value would wrap around when handed to it."""
+
+MAX_REPLY_TOKENS = MAX_CTX
+"""`--max-tokens`: a reply can never be longer than the largest context."""
+
+MAX_THREADS = 512
+"""`GGML_MAX_N_THREADS` (ggml/include/ggml.h:225)."""
+
+MAX_GPU_LAYERS = 9999
+"""`--n-gpu-layers`: -1 offloads all (llama.cpp reads any negative as all, src/llama-model.cpp:2004,
+so -7 would silently mean all); 0..9999 offloads that many (more than the model has means all)."""
+
+MAX_SEED = 2**32 - 1
+"""Seeds are 32-bit, as llama.cpp's (`uint32_t seed`); numpy's `default_rng` refuses negatives."""
+
+MAX_TEMPERATURE = 100.0
+"""Temperature 0 is greedy; 100 already makes every token nearly equally likely."""
+
+MAX_REPEAT = 100
+"""`spectui bench --repeat`: interleaved rounds; each round runs every K over every prompt."""

@@ -199,3 +199,39 @@ def write_mmproj(path: Path) -> Path:
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def extra_tokens(n: int) -> tuple[str, ...]:
+    """`n` tokens to append to `vocabulary()` (plain tokens the model can generate, never parsed)."""
+    return tuple(f"<|extra_{i}|>" for i in range(n))
+
+
+def write_pair_with_vocabularies(directory: Path, target_extra: int, draft_extra: int,
+                                 seed: int = 1234, boost: float = 1.5) -> TinyPair:
+    """A pair whose vocabularies are `vocabulary()` plus a few tokens at the end, different counts.
+
+    The larger vocabulary's extra output rows copy (times `boost`) the rows of the most common
+    byte tokens, so the model that has them generates them often: the test sees what happens when
+    an id exists on one side only. Everything else is `write_pair`'s (the draft shares the target's
+    embeddings, head and first layer, cut to its own vocabulary)."""
+    base = TinySpec()
+    most = max(target_extra, draft_extra)
+    spec = replace(base, tokens=base.tokens + extra_tokens(most))
+    weights = random_weights(spec, seed)
+    n_base = len(base.tokens)
+    for i in range(most):
+        source = len(SPECIAL_TOKENS) + ord("e") + i  # 'e', 'f', ...: bytes the models write often
+        weights["output.weight"][n_base + i] = weights["output.weight"][source] * boost
+        weights["token_embd.weight"][n_base + i] = weights["token_embd.weight"][source]
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def cut(w: dict[str, np.ndarray], n_vocab: int) -> dict[str, np.ndarray]:
+        return {k: (v[:n_vocab] if k in ("output.weight", "token_embd.weight") else v) for k, v in w.items()}
+
+    target_spec = replace(spec, tokens=base.tokens + extra_tokens(target_extra))
+    draft_spec = replace(spec, n_layer=1, tokens=base.tokens + extra_tokens(draft_extra))
+    target = write_gguf(directory / f"target-plus{target_extra}.gguf", target_spec,
+                        cut(weights, len(target_spec.tokens)), "tiny-target")
+    draft = write_gguf(directory / f"draft-plus{draft_extra}.gguf", draft_spec,
+                       cut(derive_draft(weights, 1), len(draft_spec.tokens)), "tiny-draft")
+    return TinyPair(target=target, draft=draft)

@@ -155,7 +155,7 @@ def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], s
         prompts=len(bases[0].outputs),
         baseline_tps=round(median(b.tps for b in bases), 2),
         speculative_tps=round(median(s.tps for s in specs), 2),
-        speedup=round(median(ratios(bases, specs)), 3),
+        speedup=round(median(ratios(bases, specs) or [0.0]), 3),
         acceptance_rate=round(accepted / drafted, 4) if drafted else 0.0,
         mean_accepted=round(tokens / passes, 3) if passes else 0.0,
         identical=all(s.outputs == b.outputs for s, b in zip(specs, bases, strict=True)) if greedy else None,

@@ -68,6 +68,11 @@ def read_catalog(file: Path) -> Catalog:
         text = file.read_text(encoding="utf-8")
     except OSError as error:
         raise CatalogError(f"{file}: cannot be read ({error.strerror}); fix or remove it") from None
+    except UnicodeDecodeError as error:
+        raise CatalogError(
+            f"{file}: not UTF-8 text (byte 0x{error.object[error.start]:02x} at offset {error.start}); "
+            "save it as UTF-8 (TOML files must be), or remove it"
+        ) from None
     return parse_catalog(text, file)
 
 

@@ -106,8 +106,11 @@ def read_record(path: Path | None = None) -> PulledRecord:
     path = path or paths.pulled_record_path()
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # nothing pulled (or a home that is a file)
         return PulledRecord()
+    except UnicodeDecodeError as error:
+        raise CatalogError(f"{path} is damaged (not UTF-8 text: {error.reason}); "
+                           "delete it and pull the pairs again") from None
     try:
         return PulledRecord.model_validate(json.loads(text))
     except (json.JSONDecodeError, ValidationError) as error:

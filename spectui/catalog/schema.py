@@ -27,11 +27,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from spectui.limits import MAX_DRAFT
+
 PAIR_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 SPLIT_NAME = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<total>\d{5})\.gguf$")
 ARCH_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-MAX_K = 16
 Drafter = Literal["model", "mtp"]
 
 
@@ -145,8 +146,8 @@ class PairEntry(BaseModel):
     @field_validator("recommended_k")
     @classmethod
     def _k_range(cls, value: int | str) -> int | str:
-        if isinstance(value, int) and not 0 <= value <= MAX_K:
-            raise ValueError(f"must be 0..{MAX_K} or 'auto', not {value}")
+        if isinstance(value, int) and not 0 <= value <= MAX_DRAFT:
+            raise ValueError(f"must be 0..{MAX_DRAFT} or 'auto', not {value}")
         return value
 
     @field_validator("target_arch")

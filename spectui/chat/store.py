@@ -4,6 +4,10 @@ Every statement commits on its own (autocommit), so a message is on disk as soon
 added, and a reply in progress is rewritten every few seconds with `complete = 0`: a crash
 loses at most the last few seconds of one reply, and the reopened chat marks it interrupted.
 The store is used from the UI thread only.
+
+`ChatStore` raises `sqlite3.Error` on any failure; the app uses it through `SafeStore`
+(`spectui.chat.safe_store`), which moves a damaged file aside, salvages its chats, retries
+failed writes and falls back to memory, so that the store never takes the app down.
 """
 
 from __future__ import annotations
@@ -59,20 +63,61 @@ class ChatSummary:
     n_messages: int
 
 
-class ChatStore:
-    """All chats in one SQLite file."""
+COLUMNS = {
+    "chats": ("id", "title", "pair", "created_at", "updated_at"),
+    "messages": ("id", "chat_id", "role", "content", "complete", "stats", "created_at"),
+}
+"""Every column of each table, in order: what `check` expects and what salvage copies."""
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+
+def decode_text(raw: bytes) -> str:
+    """SQLite text as str; bytes that are not UTF-8 (a damaged page) become U+FFFD, not an error."""
+    return raw.decode("utf-8", errors="replace")
+
+
+class ChatStore:
+    """All chats in one SQLite file, or in memory (`path=None`: nothing is saved)."""
+
+    generation = 0
+    """Bumped by `SafeStore` when it replaces its file; a plain store never changes."""
+
+    def __init__(self, path: Path | None) -> None:
         self.path = path
-        self._db = sqlite3.connect(path, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(SCHEMA)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(":memory:" if path is None else path, isolation_level=None)
+        try:
+            self._db.text_factory = decode_text
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(SCHEMA)
+        except BaseException:
+            self._db.close()
+            raise
+
+    @property
+    def saving(self) -> bool:
+        """False for an in-memory store: its chats end with the app."""
+        return self.path is not None
+
+    def check(self) -> None:
+        """Raise `sqlite3.DatabaseError` unless SQLite's quick check passes and both tables have
+        exactly the expected columns (a file of another program, or damaged, fails here)."""
+        result = [row[0] for row in self._db.execute("PRAGMA quick_check").fetchall()]
+        if result != ["ok"]:
+            raise sqlite3.DatabaseError(f"integrity check failed: {'; '.join(map(str, result[:3]))}")
+        for table, columns in COLUMNS.items():
+            found = tuple(row[1] for row in self._db.execute(f"PRAGMA table_info({table})"))
+            if found != columns:
+                raise sqlite3.DatabaseError(f"table {table} has columns {found}, not {columns}")
 
     def close(self) -> None:
         self._db.close()
+
+    def transaction(self) -> _Transaction:
+        """`with store.transaction():` — all or nothing, so a retried write never doubles."""
+        return _Transaction(self._db)
 
     # ----- chats ---------------------------------------------------------------------------
 
@@ -103,8 +148,9 @@ class ChatStore:
         row = self._db.execute("SELECT pair FROM chats WHERE id = ?", (chat_id,)).fetchone()
         return row[0] if row else ""
 
-    def delete_chat(self, chat_id: int) -> None:
+    def delete_chat(self, chat_id: int) -> bool:
         self._db.execute("DELETE FROM chats WHERE id = ?", (chat_id,))
+        return True
 
     def _touch(self, chat_id: int) -> None:
         self._db.execute("UPDATE chats SET updated_at = ? WHERE id = ?", (_now(), chat_id))
@@ -113,34 +159,63 @@ class ChatStore:
 
     def add_message(self, chat_id: int, role: str, content: str, *, complete: bool = True,
                     stats: dict[str, Any] | None = None) -> int:
-        cursor = self._db.execute(
-            "INSERT INTO messages (chat_id, role, content, complete, stats, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (chat_id, role, content, int(complete), _dump(stats), _now()),
-        )
-        if role == "user":
-            title = " ".join(content.split())[:TITLE_LENGTH]
-            self._db.execute(
-                "UPDATE chats SET title = ? WHERE id = ? AND title = ''", (title, chat_id)
+        with self.transaction():
+            cursor = self._db.execute(
+                "INSERT INTO messages (chat_id, role, content, complete, stats, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (chat_id, role, content, int(complete), _dump(stats), _now()),
             )
-        self._touch(chat_id)
+            if role == "user":
+                title = " ".join(content.split())[:TITLE_LENGTH]
+                self._db.execute(
+                    "UPDATE chats SET title = ? WHERE id = ? AND title = ''", (title, chat_id)
+                )
+            self._touch(chat_id)
         return int(cursor.lastrowid or 0)
 
     def update_message(self, message_id: int, content: str, *, complete: bool,
-                       stats: dict[str, Any] | None = None) -> None:
-        """Rewrite a message: a reply in progress (complete=False) or its final text."""
-        self._db.execute(
+                       stats: dict[str, Any] | None = None) -> bool:
+        """Rewrite a message: a reply in progress (complete=False) or its final text.
+        False when there is no such message (it was lost with a damaged page)."""
+        cursor = self._db.execute(
             "UPDATE messages SET content = ?, complete = ?, stats = COALESCE(?, stats) "
             "WHERE id = ?",
             (content, int(complete), _dump(stats), message_id),
         )
+        return cursor.rowcount == 1
 
     def messages(self, chat_id: int) -> list[StoredMessage]:
         rows = self._db.execute(
             "SELECT id, role, content, complete, stats FROM messages WHERE chat_id = ? ORDER BY id",
             (chat_id,),
         ).fetchall()
-        return [StoredMessage(int(i), r, c, bool(done), _load(s)) for i, r, c, done, s in rows]
+        return [StoredMessage(int(i), str(r), str(c), bool(done), _load(s)) for i, r, c, done, s in rows]
+
+    # ----- salvage: rows copied with their ids from a damaged store ---------------------------
+
+    def restore_chat(self, row: tuple[Any, ...]) -> None:
+        self._db.execute("INSERT OR IGNORE INTO chats (id, title, pair, created_at, updated_at) "
+                         "VALUES (?, ?, ?, ?, ?)", row)
+
+    def restore_message(self, row: tuple[Any, ...]) -> None:
+        self._db.execute("INSERT OR IGNORE INTO messages (id, chat_id, role, content, complete, stats, "
+                         "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        try:
+            if kind is None:
+                self._db.execute("COMMIT")
+        finally:
+            if self._db.in_transaction:  # an error, or a COMMIT that failed (disk full)
+                self._db.execute("ROLLBACK")
 
 
 def _dump(stats: dict[str, Any] | None) -> str | None:
@@ -148,4 +223,11 @@ def _dump(stats: dict[str, Any] | None) -> str | None:
 
 
 def _load(text: str | None) -> dict[str, Any]:
-    return json.loads(text) if text else {}
+    """Stats saved as JSON; anything unreadable (a damaged row) is no stats rather than an error."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

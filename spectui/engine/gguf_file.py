@@ -12,19 +12,31 @@ from typing import BinaryIO
 from spectui.errors import ModelLoadError
 
 GGUF_MAGIC = b"GGUF"
+GGUF_VERSIONS = (2, 3)  # what llama.cpp's gguf reader accepts (ggml/src/gguf.cpp:493-517)
+LLAMA_CPP_PYTHON = "0.3.36"
 
 
 def check_readable(path: Path) -> None:
     """Raise `ModelLoadError` unless `path` is an existing file that starts like a GGUF."""
-    if not path.exists():
+    try:
+        exists, is_file = path.exists(), path.is_file()
+    except OSError as error:  # a name too long, a loop of links
+        raise ModelLoadError(f"{path} cannot be used as a model file ({error.strerror or error})") from None
+    if not exists:
         raise ModelLoadError(f"model file not found: {path}; check the path or run `spectui pull`")
-    if not path.is_file():
+    if not is_file:
         raise ModelLoadError(f"{path} is not a file; pass the path of a .gguf model file")
-    with path.open("rb") as f:
-        magic = f.read(4)
+    try:
+        with path.open("rb") as f:
+            magic = f.read(4)
+    except OSError as error:
+        raise ModelLoadError(f"{path} cannot be read ({error.strerror or error}); check its permissions") from None
+    if not magic:
+        raise ModelLoadError(f"{path} is empty (0 bytes); download it again (`spectui pull`)")
     if magic != GGUF_MAGIC:
+        start = f"it is only {len(magic)} bytes long" if len(magic) < 4 else f"it starts with {magic!r}"
         raise ModelLoadError(
-            f"{path} is not a GGUF file (it starts with {magic!r}); spectui runs llama.cpp GGUF models"
+            f"{path} is not a GGUF file ({start}); spectui runs llama.cpp GGUF models"
         )
 
 
@@ -32,6 +44,7 @@ def check_readable(path: Path) -> None:
 _SCALAR_FORMATS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _STRING, _ARRAY = 8, 9
 _DEFAULT_ALIGNMENT = 32
+_MAX_DIMS = 4  # GGML_MAX_DIMS (ggml/include/ggml.h)
 _READ_BUFFER = 1 << 20
 
 MetaValue = int | float | bool | str
@@ -146,7 +159,10 @@ def read_header(path: Path) -> GGUFHeader | None:
             end = elements = 0
             for _ in range(n_tensors):
                 header.string()
-                dims = [header.u64() for _ in range(header.u32())]
+                n_dims = header.u32()
+                if n_dims > _MAX_DIMS:
+                    return None
+                dims = [header.u64() for _ in range(n_dims)]
                 ggml_type, offset = header.u32(), header.u64()
                 block, type_size = GGML_QUANT_SIZES[ggml_type]
                 count = math.prod(dims)
@@ -182,11 +198,28 @@ def read_metadata(path: Path) -> dict[str, MetaValue | None]:
 
 
 def diagnose(path: Path) -> str:
-    """Why a GGUF that passed `check_readable` may still fail to load, in a phrase."""
+    """Why a GGUF that passed `check_readable` may still fail to load: the reason and what to do."""
     actual = path.stat().st_size
-    expected = expected_size(path)
-    if expected is None:
-        return "its header is damaged or truncated"
-    if actual < expected:
-        return f"it is truncated ({actual:,} of {expected:,} bytes)"
-    return "its architecture or tensor types are not supported by the installed llama.cpp"
+    header = read_header(path)
+    version = header.version if header is not None else _version(path)
+    if version is not None and version not in GGUF_VERSIONS:
+        return (f"it is GGUF version {version}, and llama.cpp reads versions "
+                f"{' and '.join(map(str, GGUF_VERSIONS))}; get a GGUF made by a current converter")
+    if header is None:
+        return "its header is damaged or truncated; download it again (`spectui pull`)"
+    if actual < header.expected_size:
+        return (f"it is truncated ({actual:,} of {header.expected_size:,} bytes); "
+                "download it again (`spectui pull`)")
+    return ("its architecture or tensor types are not supported by the llama.cpp in "
+            f"llama-cpp-python {LLAMA_CPP_PYTHON} (the version spectui is pinned to), or the file is "
+            "damaged; try another GGUF of the model, or download it again")
+
+
+def _version(path: Path) -> int | None:
+    """The GGUF version field, read on its own (when the rest of the header is unreadable)."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(8)
+    except OSError:
+        return None
+    return struct.unpack("<I", data[4:8])[0] if len(data) == 8 and data[:4] == GGUF_MAGIC else None

@@ -134,10 +134,7 @@ class LlamaModel:
         if not model and cancelled:
             raise LoadCancelled(f"loading {file.name} was cancelled")
         if not model:
-            raise ModelLoadError(
-                f"llama.cpp could not load {file}: {gguf_file.diagnose(file)}; "
-                "download it again (`spectui pull`) or upgrade llama-cpp-python"
-            )
+            raise ModelLoadError(f"llama.cpp could not load {file}: {gguf_file.diagnose(file)}")
         threads = n_threads or os.cpu_count() or 1
         try:
             loaded = cls(file, model, 0 if vocab_only else n_ctx, threads, min(n_batch, n_ctx), n_gpu_layers,

@@ -54,7 +54,8 @@ class ChatOptions:
     def generation_config(self, completion: bool = False, baseline_probe: int = 0) -> GenerationConfig:
         sampling = SamplingConfig(temperature=self.temperature, seed=self.seed)
         default = COMPLETION_MAX_TOKENS if completion else DEFAULT_MAX_TOKENS
-        return GenerationConfig(max_tokens=self.max_tokens or default, sampling=sampling,
+        max_tokens = default if self.max_tokens is None else self.max_tokens
+        return GenerationConfig(max_tokens=max_tokens, sampling=sampling,
                                 baseline_probe=baseline_probe)
 
     @property

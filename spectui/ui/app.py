@@ -17,9 +17,10 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Header, Input, Label, ProgressBar
+from textual.worker import WorkerFailed
 
 from spectui.chat.conversation import Conversation
-from spectui.chat.store import ChatStore
+from spectui.chat.safe_store import SafeStore
 from spectui.chat.template import ChatMessage
 from spectui.engine.config import DraftControl
 from spectui.engine.drafters.spec import DrafterInfo
@@ -45,7 +46,7 @@ from spectui.ui.messages import (
     ReplyUpdate,
 )
 from spectui.ui.pairs import LocalPairCommands, PairCommands
-from spectui.ui.stats_panel import StatsPanel, describe_drafter, describe_k, low_acceptance_advice
+from spectui.ui.stats_panel import StatsPanel, describe_drafter, describe_k, low_acceptance_advice, same_model
 from spectui.ui.workers import EngineWorkers
 
 
@@ -74,15 +75,20 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         self.session = EngineSession()
         self.stop_requested = threading.Event()
         self.draft_control = options.draft_control()
-        self.store = ChatStore(store_path or chats_db_path())
+        self.store = SafeStore(store_path or chats_db_path())
         self.conversation = Conversation(self.store, options.pair_name, options.system)
         self.drafters = DrafterInfo()
         """What the loaded generator offers (empty until the models are loaded)."""
         self.ready = False
+        self.load_failed = False
+        self.draft_same_model = False
+        """The draft is the target's model at another precision (changes the low-acceptance advice)."""
+        self.crash_line: str | None = None
+        """Set when an unexpected exception ended the app: the one line `spectui chat` prints."""
         self.busy: ReplyPurpose | None = None
         self.colouring = False
         self.baseline: Baseline | None = None
-        self.mode = "chat"
+        self.mode = ""
         """How prompts are made for the loaded model: `chat`, `completion` or `plain-chat`."""
         self.load_meter = LoadMeter()
         """Other programs' CPU use, to tell when the baseline no longer compares."""
@@ -106,7 +112,8 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         yield Footer()
 
     async def on_mount(self) -> None:
-        self.sub_title = self.options.models_label
+        self.store.attach(self.store_notice)
+        self.sub_title = self.subtitle(self.options)
         self.refresh_k()
         if self.options.resume:
             await self.resume_last_chat()
@@ -144,13 +151,40 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
     async def note(self, text: str, kind: str = "info") -> None:
         await self.log_view.add(NoteMessage(text, kind))
 
+    def store_notice(self, line: str, severity: str) -> None:
+        """A line from the chat store (damaged, unsaved, a failed write): toast + full note."""
+        self.notify(line, severity="error" if severity == "error" else "warning", timeout=15)
+        self.call_later(self.note, line, "error" if severity == "error" else "warning")
+        self.sub_title = self.subtitle(self.options)
+
+    def subtitle(self, options: ChatOptions) -> str:
+        """The header's second line: the mode (once known), the models, whether chats are saved."""
+        saving = "" if self.store.saving else "chats not saved"
+        return " · ".join(part for part in (self.mode, options.models_label, saving) if part)
+
+    def _handle_exception(self, error: Exception) -> None:
+        """An unexpected exception (a handler's error, a worker's raise) ends the app with exit
+        code 1 and one line naming a log of the traceback, instead of Textual's traceback dump."""
+        from spectui.crashlog import report
+
+        cause = error.error if isinstance(error, WorkerFailed) else error
+        if self.crash_line is None:
+            self.crash_line = report(cause, "running the chat app")
+        super()._handle_exception(error)  # return code 1, remembered for tests, the app closes
+        self._exit_renderables.clear()  # the traceback is in the log, not on the terminal
+
     # ----- loading -------------------------------------------------------------------------
 
     def start_loading(self, options: ChatOptions) -> None:
         self.ready = False
+        self.load_failed = False
+        self.panel.state.measuring = True
+        self.panel.state.baseline = self.baseline = None  # it belonged to the models unloaded now
+        self.panel.show()
         self.options = options
         self.drafters = DrafterInfo()
-        self.sub_title = options.models_label
+        self.mode = ""
+        self.sub_title = self.subtitle(options)
         self.set_status(f"loading {options.models_label}…", 0.0)
         self.load_models(options)
 
@@ -165,7 +199,10 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         self.drafters = message.drafters
         self.mode = message.mode
         self.conversation.mode = message.mode
-        self.sub_title = f"{self.mode} · {self.options.models_label}"
+        self.sub_title = self.subtitle(self.options)
+        generator = self.session.generator
+        draft = generator.drafters.get("model") if generator is not None else None
+        self.draft_same_model = draft is not None and same_model(generator.target, draft.model)
         self.refresh_k()
         for note in message.drafters.notes:
             self.notify(note, severity="warning", timeout=12)
@@ -193,6 +230,7 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         await self.submit(message.text)
 
     def on_baseline_measured(self, message: BaselineMeasured) -> None:
+        self.panel.state.measuring = False
         calibration = message.calibration
         if calibration.baseline is not None:
             self.set_baseline(calibration.baseline)
@@ -220,6 +258,9 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         self.notify(message.text, severity="error", timeout=15)
         await self.note(message.text, "error")
         if message.during == "load":
+            self.load_failed = True
+            self.panel.state.measuring = False
+            self.panel.show()
             self.set_status("no model loaded: pick a pair with ctrl+p", busy=False)
         elif message.during == "pull":
             self.set_status("pull failed", busy=False)
@@ -253,8 +294,12 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         return True
 
     def can_generate(self) -> bool:
+        if self.load_failed:
+            self.notify("no model is loaded (the error above says why): pick a pair with ctrl+p, "
+                        "or restart with --target/--draft", severity="warning")
+            return False
         if not self.ready:
-            self.notify("the models are still loading (or failed to load); one moment")
+            self.notify("the models are still loading; one moment")
             return False
         if self.busy is not None:
             self.notify("a reply is running: wait for it, or press Escape to stop it")
@@ -318,7 +363,7 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
             await widget.finish(stats, summary.meta_line(stats, self.options.show_timings))
         self.conversation.finish_reply(text, stats)
         self.panel.state.totals = finished.stats
-        advice = low_acceptance_advice(finished.stats, self.panel.state.k_label)
+        advice = low_acceptance_advice(finished.stats, self.panel.state.k_label, self.draft_same_model)
         self.panel.state.notes = [advice] if advice else []
         self.panel.show()
         if advice:

@@ -33,6 +33,16 @@ def origin_style(origin: str) -> str:
     return ORIGIN_STYLES.get(origin, OTHER_DRAFTER_STYLE)
 
 
+def leading_blank(text: str) -> int:
+    """How many characters of blank lines `text` starts with (models often open a reply with
+    newlines); the first line with something on it keeps its indentation."""
+    stripped = text.lstrip(" \t\r\n")
+    if not stripped:
+        return len(text)
+    first = len(text) - len(stripped)
+    return text.rfind("\n", 0, first) + 1
+
+
 class UserMessage(Static):
     def __init__(self, text: str) -> None:
         super().__init__(Text(text), classes="user-message")
@@ -58,6 +68,8 @@ class AssistantMessage(Vertical):
         self._initial = text
         self._streaming = streaming
         self._stream: MarkdownStream | None = None
+        self._head: str | None = ""
+        """The streamed text while it is only blank lines (None once text has been shown)."""
         self._meta = meta
         self.stats: dict[str, Any] = dict(stats or {})
         self.colouring = False
@@ -75,7 +87,8 @@ class AssistantMessage(Vertical):
         return "".join(text for text, _ in self.pieces)
 
     def compose(self) -> ComposeResult:
-        yield Markdown(self._initial or self.text, classes="body")
+        body = self._initial or self.text
+        yield Markdown(body[leading_blank(body):], classes="body")
         yield Static(classes="coloured")
         yield Static(self._meta, classes="meta")
 
@@ -88,8 +101,16 @@ class AssistantMessage(Vertical):
         if not new:
             return
         self.pieces.extend(new)
+        fragment = "".join(text for text, _ in new)
         if self._stream is not None:
-            await self._stream.write("".join(text for text, _ in new))
+            if self._head is not None:  # the Markdown starts at the first line with text in it
+                self._head += fragment
+                skip = leading_blank(self._head)
+                fragment = "" if skip == len(self._head) else self._head[skip:]
+                if fragment:
+                    self._head = None
+            if fragment:
+                await self._stream.write(fragment)
         if self.colouring:
             self._paint()
 
@@ -111,10 +132,11 @@ class AssistantMessage(Vertical):
             self._paint()
 
     def coloured_text(self) -> Text:
+        """The reply with accepted draft tokens in green, without its leading blank lines."""
         text = Text()
         for piece, origin in self.pieces:
             text.append(piece, style=origin_style(origin))
-        return text
+        return text[leading_blank(text.plain):]
 
     def _paint(self) -> None:
         self.query_one(".coloured", Static).update(self.coloured_text())

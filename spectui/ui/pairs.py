@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.markup import escape
 
 from spectui.errors import SpectuiError
 
@@ -39,9 +40,9 @@ class PairCommands(Provider):
 
         try:
             self.pairs: list[PairStatus] = await asyncio.to_thread(list_pairs)
-        except SpectuiError as error:
+        except (SpectuiError, OSError) as error:  # a damaged record or catalog: say so, list nothing
             self.pairs = []
-            self.app.notify(str(error), severity="error")
+            self.app.notify(str(error), severity="error", markup=False)
 
     def _command(self, pair: PairStatus) -> Callable[[], None]:
         return partial(self.app.choose_pair, pair.name, pair.pulled)  # type: ignore[attr-defined]
@@ -49,7 +50,7 @@ class PairCommands(Provider):
     async def discover(self) -> Hits:
         for pair in self.pairs:
             yield DiscoveryHit(pair_display(pair), self._command(pair), text=f"pair {pair.name}",
-                               help=pair.description)
+                               help=escape(pair.description))  # help is markup; a description is text
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
@@ -59,7 +60,7 @@ class PairCommands(Provider):
             if score > 0:
                 yield Hit(score, matcher.highlight(label), self._command(pair), text=label,
                           help=f"{pair.size_gb:.1f} GB · {'pulled' if pair.pulled else 'not pulled'}"
-                          f" · {pair.description}")
+                          f" · {escape(pair.description)}")
 
 
 def local_pairings() -> list[Pairing]:

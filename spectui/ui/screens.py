@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -12,12 +13,13 @@ from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
 from spectui.chat.store import ChatSummary
+from spectui.ui.summary import plural
 
 
 def chat_label(chat: ChatSummary) -> str:
     when = chat.updated_at[:16].replace("T", " ")
     title = chat.title or "(empty chat)"
-    return f"{title}  ·  {chat.pair or '?'}  ·  {chat.n_messages} messages  ·  {when}"
+    return f"{title}  ·  {chat.pair or '?'}  ·  {plural(chat.n_messages, 'message')}  ·  {when}"
 
 
 class ChatsScreen(ModalScreen[int | None]):
@@ -32,7 +34,8 @@ class ChatsScreen(ModalScreen[int | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="chats-dialog"):
             yield Label("Past chats (Enter opens, Escape closes)", id="chats-title")
-            options = [Option(chat_label(chat), id=str(chat.id)) for chat in self.chats]
+            # a Text prompt: a title is what the user typed, never markup ("[/b]" must not crash)
+            options = [Option(Text(chat_label(chat)), id=str(chat.id)) for chat in self.chats]
             yield OptionList(*options, id="chats-list")
             if not self.chats:
                 yield Label("no saved chats yet", classes="note")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from rich.table import Table
 from rich.text import Text
@@ -53,8 +54,9 @@ def describe_drafter(control: DraftControl, drafters: DrafterInfo) -> str:
 
 
 def figures(totals: GenerationStats | None, baseline: Baseline | None,
-            show_timings: bool = True) -> list[tuple[str, str]]:
-    """(label, value) rows of the panel, for this reply and the baseline."""
+            show_timings: bool = True, measuring: bool = True) -> list[tuple[str, str]]:
+    """(label, value) rows of the panel, for this reply and the baseline (`measuring`: a model
+    is loading and its baseline will follow; False after a failed load)."""
     drafted = totals is not None and totals.drafted > 0
     passes = totals is not None and totals.target_passes > 0
     tps = totals.decode_tps if totals is not None else 0.0
@@ -63,7 +65,8 @@ def figures(totals: GenerationStats | None, baseline: Baseline | None,
         ("mean accepted", f"{totals.mean_accepted:.2f} tok/pass" if passes and totals else NONE_YET),
         ("first token", _first_token(totals, show_timings)),
         ("this reply", _speed(tps, show_timings)),
-        ("baseline (K=0)", _speed(baseline.tokens_per_second, show_timings) if baseline else "measuring…"),
+        ("baseline (K=0)", _speed(baseline.tokens_per_second, show_timings) if baseline
+         else "measuring…" if measuring else NONE_YET),
     ]
     rows.append(("speedup", _speedup(tps, baseline, show_timings, totals)))
     if totals is not None and totals.round_trips:
@@ -105,14 +108,35 @@ def _speedup(tps: float, baseline: Baseline | None, show_timings: bool,
     return f"{tps / baseline.tokens_per_second:.2f}x"
 
 
-def low_acceptance_advice(totals: GenerationStats, k_label: str) -> str | None:
-    """After a reply: suggest a smaller K or speculation off when the draft mostly missed."""
+def low_acceptance_advice(totals: GenerationStats, k_label: str, same_model: bool = False) -> str | None:
+    """After a reply: suggest a smaller K or speculation off when the draft mostly missed.
+
+    `same_model`: the draft is the target's own model at another precision (the demo pair), so a
+    draft "from the same family" is no advice; a less quantized draft or a lower temperature is.
+    """
     if totals.drafted < MIN_DRAFTED_FOR_ADVICE or totals.acceptance_rate >= LOW_ACCEPTANCE:
         return None
-    return (
-        f"acceptance stayed low ({totals.acceptance_rate:.0%} at K={k_label}): try a smaller K "
-        "(F2), K=auto, or speculation off (F4); a draft from the same family may agree more"
-    )
+    better = ("the draft is this model at a lower precision: a less quantized draft agrees more "
+              "(and costs more), and a lower --temperature raises acceptance" if same_model
+              else "a draft from the same family may agree more")
+    return (f"acceptance stayed low ({totals.acceptance_rate:.0%} at K={k_label}): try a smaller K "
+            f"(F2), K=auto, or speculation off (F4); {better}")
+
+
+class ModelShape(Protocol):
+    def meta(self, key: str) -> str | None: ...
+
+
+SHAPE_KEYS = ("block_count", "embedding_length", "feed_forward_length", "attention.head_count")
+
+
+def same_model(target: ModelShape, draft: ModelShape) -> bool:
+    """True when the draft has the target's architecture and shape (layers, widths, heads) in its
+    GGUF metadata: the same model at another precision, as in the demo pair, not a smaller sibling."""
+    arch = target.meta("general.architecture")
+    if arch is None or arch != draft.meta("general.architecture"):
+        return False
+    return all(target.meta(f"{arch}.{key}") == draft.meta(f"{arch}.{key}") for key in SHAPE_KEYS)
 
 
 def acceptance_series(cycles: Iterable[CycleStats]) -> list[float]:
@@ -133,6 +157,8 @@ class PanelState:
     notes: list[str] = field(default_factory=list)
     warm_note: str = ""
     """What the calibration after load paid for in advance (warm start)."""
+    measuring: bool = True
+    """A model is loading and the baseline will be measured; False once that ended or failed."""
 
 
 class StatsPanel(Vertical):
@@ -170,7 +196,7 @@ class StatsPanel(Vertical):
         grid.add_column(style="bold")
         grid.add_row("drafter", state.drafter_label)
         grid.add_row("K (draft length)", state.k_label)
-        for label, value in figures(state.totals, state.baseline, self.show_timings):
+        for label, value in figures(state.totals, state.baseline, self.show_timings, state.measuring):
             grid.add_row(label, value)
         self.query_one("#figures", Static).update(grid)
         self.query_one("#accept-spark", Sparkline).data = acceptance_series(state.cycles)
@@ -182,6 +208,8 @@ class StatsPanel(Vertical):
     def _baseline_note(self) -> str:
         baseline = self.state.baseline
         if baseline is None:
+            if not self.state.measuring:
+                return "baseline: none (no model loaded, or the measurement was stopped)"
             return "baseline: measuring with K=0 after load…"
         return baseline.describe(with_time=self.show_timings)
 

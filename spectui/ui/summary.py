@@ -14,6 +14,11 @@ REASONS = {
 }
 
 
+def plural(n: int, word: str) -> str:
+    """`1 token`, `2 tokens`, `0 tokens`."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def reply_stats(finished: Finished, k_label: str) -> dict[str, Any]:
     stats = finished.stats
     return {
@@ -27,19 +32,27 @@ def reply_stats(finished: Finished, k_label: str) -> dict[str, Any]:
     }
 
 
+def _number(value: object) -> float | None:
+    """A stored figure, or None when it is missing or not a number (stats from an old or salvaged
+    store are shown as far as they make sense, never as an error)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
 def meta_line(stats: dict[str, Any], show_timings: bool = True) -> str:
     """E.g. `48 tokens · 71% accepted · 2.40 tok/pass · K=4 · 51.3 tok/s`."""
     if not stats:
         return ""
-    parts = [f"{stats.get('tokens', 0)} tokens"]
-    if stats.get("acceptance") is not None:
-        parts.append(f"{stats['acceptance']:.0%} accepted")
-        parts.append(f"{stats.get('mean_accepted', 0):.2f} tok/pass")
+    parts = [plural(int(_number(stats.get("tokens")) or 0), "token")]
+    if (acceptance := _number(stats.get("acceptance"))) is not None:
+        parts.append(f"{acceptance:.0%} accepted")
+        parts.append(f"{_number(stats.get('mean_accepted')) or 0:.2f} tok/pass")
     if stats.get("k"):
         parts.append(f"K={stats['k']}")
-    if show_timings and stats.get("tps"):
-        parts.append(f"{stats['tps']:.1f} tok/s")
-    if reason := REASONS.get(stats.get("reason", "")):
+    if show_timings and (tps := _number(stats.get("tps"))):
+        parts.append(f"{tps:.1f} tok/s")
+    if reason := REASONS.get(str(stats.get("reason", ""))):
         parts.append(reason)
     return " · ".join(parts)
 
@@ -50,6 +63,6 @@ def comparison_verdict(speculative: dict[str, Any], plain: Finished, same_text: 
     match = "identical text" if same_text else "texts differ (sampling at T > 0, or a stop)"
     if not show_timings:
         return f"speculation off vs on · {match}"
-    fast, slow = speculative.get("tps") or 0.0, plain.stats.decode_tps
+    fast, slow = _number(speculative.get("tps")) or 0.0, plain.stats.decode_tps
     ratio = f" → {fast / slow:.2f}x" if fast > 0 and slow > 0 else ""
     return f"speculative {fast:.1f} tok/s vs speculation off {slow:.1f} tok/s{ratio} · {match}"

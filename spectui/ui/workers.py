@@ -43,6 +43,16 @@ PROGRESS_INTERVAL = 0.1
 Post = Callable[[Message], object]
 
 
+def unexpected(error: Exception, doing: str) -> str:
+    """The one line for an exception a worker did not expect; its traceback goes to a log file
+    (a file or disk problem gets its own line, without a log)."""
+    from spectui.crashlog import describe_os_error, report
+
+    if isinstance(error, OSError) and (line := describe_os_error(error)):
+        return line
+    return report(error, doing)
+
+
 class ReplyBatcher:
     """Collects a generation's events and posts them in batches a few times a second."""
 
@@ -142,9 +152,8 @@ class EngineWorkers:
             return  # quitting or switching pairs: nothing to report
         except SpectuiError as error:
             self.post_message(EngineFailed(str(error), "load"))
-        except Exception as error:  # a bug, but the UI must not wait forever: say so, keep the trace
-            self.post_message(EngineFailed(f"loading failed unexpectedly: {error!r}", "load"))
-            raise
+        except Exception as error:  # a bug, but the UI must not wait forever: say so, log the trace
+            self.post_message(EngineFailed(unexpected(error, "loading the models"), "load"))
 
     def _load_locked(self, options: ChatOptions, plan: memory.MemoryPlan,
                      cancelled: Callable[[], bool]) -> None:
@@ -210,10 +219,9 @@ class EngineWorkers:
         except SpectuiError as error:
             batcher.flush()
             self.post_message(EngineFailed(str(error), "reply"))
-        except Exception as error:  # a bug, but the UI must leave its busy state: say so
+        except Exception as error:  # a bug, but the UI must leave its busy state: say so, log it
             batcher.flush()
-            self.post_message(EngineFailed(f"the reply failed unexpectedly: {error!r}", "reply"))
-            raise
+            self.post_message(EngineFailed(unexpected(error, "generating the reply"), "reply"))
 
     @work(thread=True, exclusive=True, group="pull", exit_on_error=False)
     def prepare_pair(self, name: str, pulled: bool) -> None:
@@ -227,5 +235,9 @@ class EngineWorkers:
         except SpectuiError as error:
             if not worker.is_cancelled:
                 self.post_message(EngineFailed(str(error), "pull"))
+            return
+        except Exception as error:  # a bug, or a disk problem the pull did not name
+            if not worker.is_cancelled:
+                self.post_message(EngineFailed(unexpected(error, f"getting pair {name}"), "pull"))
             return
         self.post_message(PairReady(pair.name, pair.target, pair.draft_model, pair.recommended_k))

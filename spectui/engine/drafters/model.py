@@ -18,24 +18,46 @@ from spectui.engine.drafters.spec import BuildContext, DrafterSpec
 from spectui.engine.model import LlamaModel
 from spectui.engine.sampling import Dist
 from spectui.errors import UnsupportedModelError
+from spectui.limits import MAX_DRAFT
 
 SOURCE = "model"
 # How llama.cpp's draft measures its confidence when drafting greedily: softmax over its top 10.
 GREEDY_CONFIDENCE = SamplingConfig(temperature=1.0, top_k=10, top_p=1.0, min_p=0.0)
 
 
+def known_stand_in(model: LlamaModel) -> int:
+    """The draft's token for a space: what it reads in place of a token only the target has."""
+    tokens = model.tokenize(" ")
+    return tokens[0] if tokens else 0
+
+
+def readable(context: Sequence[int], n_vocab: int, stand_in: int) -> Sequence[int]:
+    """The context as a draft with `n_vocab` tokens can decode it.
+
+    A target may have a few more tokens than its draft (padded vocabularies: Qwen2.5-7B has 152064,
+    its 0.5B draft 151936). The draft never proposes those ids (it picks from its own logits), but
+    the target may write one, and llama.cpp refuses to decode an id past the vocabulary
+    (`llama_batch_allocr::init`, src/llama-batch.cpp:79). The draft reads a stand-in instead: its
+    proposals after it may be worse, but the target verifies every one, so the output is unchanged.
+    """
+    if not context or max(context) < n_vocab:
+        return context
+    return [token if token < n_vocab else stand_in for token in context]
+
+
 class DraftModelDrafter:
     """Proposes tokens from a small draft model's own distribution q."""
 
     source = SOURCE
-    max_k = 16
+    max_k = MAX_DRAFT
 
     def __init__(self, model: LlamaModel) -> None:
         self.model = model
         self.label = f"draft model {model.path.name}"
+        self._stand_in = known_stand_in(model)
 
     def prefill(self, context: Sequence[int]) -> None:
-        self.model.sync(context)
+        self.model.sync(readable(context, self.model.n_vocab, self._stand_in))
 
     def propose(self, context: Sequence[int], budget: Budget, cfg: SamplingConfig,
                 rng: np.random.Generator) -> Proposal:
@@ -44,6 +66,7 @@ class DraftModelDrafter:
         if k <= 0:
             return proposal
         p_min = budget.p_min(SOURCE)
+        context = readable(context, self.model.n_vocab, self._stand_in)
         # Catch up: decode whatever the draft has not seen (at least the last token).
         proposal.caught_up = len(context) - self.model.kept_on_sync(context)
         logits = self.model.catch_up(context)

@@ -1,0 +1,269 @@
+"""What can still be read from a damaged chat store, and moving the damaged file aside.
+
+Python's sqlite3 has no `.recover` (that is a feature of the sqlite3 shell), so the salvage is
+plain SQL. Each table is read in rowid order, 256 rows at a time while the pages are sound; a
+batch that fails is read again one row at a time (`WHERE rowid > ? ORDER BY rowid LIMIT 1`, each
+step a fresh descent of the table's b-tree). A step that fails has hit an unreadable page: the
+walk gallops forward (last + 1, 2, 4, ...) until a step succeeds, then binary-searches back to
+the first readable row after the damage, so only the rows on damaged pages are lost. Indexes are
+never used (a damaged index loses nothing), and a row whose values are unreadable or of the wrong
+type is skipped. Messages whose chat row was lost are kept under a "(recovered chat)" title.
+A truncated file is read through a copy whose header counts only the pages that are there.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from spectui.chat.store import COLUMNS, ChatStore, decode_text
+
+SQLITE_CORRUPT, SQLITE_NOTADB = 11, 26
+BATCH = 256
+LOWEST_ROWID, HIGHEST_ROWID = -(2**63), 2**63 - 1
+SIDE_FILES = ("", "-wal", "-shm", "-journal")
+ROLES = frozenset({"system", "user", "assistant"})
+RECOVERED_TITLE = "(recovered chat)"
+
+
+def is_damage(error: sqlite3.Error) -> bool:
+    """True when the file itself is bad (not a database, malformed, failed its check), as opposed
+    to a write that failed (read-only, full, locked), which is worth retrying."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB):
+        return True
+    return type(error) is sqlite3.DatabaseError
+
+
+def aside_path(path: Path, now: datetime | None = None) -> Path:
+    """`chats.sqlite3.damaged-20261123-041200` (with -2, -3 ... if that name is taken)."""
+    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+    candidate = path.with_name(f"{path.name}.damaged-{stamp}")
+    n = 2
+    while any(candidate.with_name(candidate.name + s).exists() for s in SIDE_FILES):
+        candidate = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+        n += 1
+    return candidate
+
+
+def move_aside(path: Path) -> Path:
+    """Rename the store and its -wal/-shm/-journal files together (never delete them); the
+    WAL keeps the name SQLite expects beside the moved file, so its pages are salvaged too."""
+    target = aside_path(path)
+    for suffix in SIDE_FILES:
+        source = path.with_name(path.name + suffix)
+        if source.exists():
+            os.replace(source, target.with_name(target.name + suffix))
+    return target
+
+
+@dataclass(frozen=True)
+class Salvaged:
+    chats: int
+    messages: int
+
+    def describe(self) -> str:
+        if not self.messages:
+            return "no chat could be read from it"
+        chats = "1 chat" if self.chats == 1 else f"{self.chats} chats"
+        messages = "1 message" if self.messages == 1 else f"{self.messages} messages"
+        return f"{chats} ({messages}) {'was' if self.chats == 1 else 'were'} recovered from it"
+
+
+def open_readonly(path: Path) -> sqlite3.Connection:
+    """Open without writing anything: read-only (with its WAL), else as an immutable file
+    (a WAL database in a read-only directory cannot be opened read-only)."""
+    uri = path.resolve().as_uri()
+    for mode in ("mode=ro", "immutable=1"):
+        db = sqlite3.connect(f"{uri}?{mode}", uri=True)
+        db.text_factory = decode_text
+        try:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.Error:
+            db.close()
+    raise sqlite3.DatabaseError(f"{path} cannot be read at all")
+
+
+def page_size(header: bytes) -> int:
+    """The page size a database header declares (bytes 16-17; 1 means 65536), 4096 if invalid."""
+    size = int.from_bytes(header[16:18], "big") if len(header) >= 18 else 0
+    size = 65536 if size == 1 else size
+    return size if 512 <= size <= 65536 and size & (size - 1) == 0 else 4096
+
+
+def truncated_copy(path: Path, into: Path) -> Path:
+    """A copy of a truncated database that SQLite will open: whole pages only, and the header's
+    page count (bytes 28-31) set to the pages that are there (it still counts the lost ones)."""
+    data = bytearray(path.read_bytes())
+    size = page_size(bytes(data[:100]))
+    pages = len(data) // size
+    del data[pages * size:]
+    if pages:
+        data[28:32] = pages.to_bytes(4, "big")
+    into.write_bytes(bytes(data))
+    return into
+
+
+@contextmanager
+def readable(path: Path) -> Iterator[sqlite3.Connection | None]:
+    """A read-only connection to `path`, or to a repaired copy of it (a truncated file); None
+    when neither opens."""
+    try:
+        db = open_readonly(path)
+    except (sqlite3.Error, OSError):
+        db = None
+    if db is not None:
+        try:
+            yield db
+        finally:
+            db.close()
+        return
+    with tempfile.TemporaryDirectory(prefix="spectui-salvage-") as scratch:
+        try:
+            db = open_readonly(truncated_copy(path, Path(scratch) / "copy.sqlite3"))
+        except (sqlite3.Error, OSError):
+            db = None
+        try:
+            yield db
+        finally:
+            if db is not None:
+                db.close()
+
+
+def salvage(source: Path, into: ChatStore) -> Salvaged:
+    """Copy every readable chat and message of `source` into `into`, keeping their ids."""
+    with readable(source) as db:
+        return Salvaged(0, 0) if db is None else _copy(db, into)
+
+
+def _copy(db: sqlite3.Connection, into: ChatStore) -> Salvaged:
+    chat_ids: set[int] = set()
+    with_messages: set[int] = set()
+    n_messages = 0
+    with into.transaction():
+        for row in readable_rows(db, "chats", COLUMNS["chats"]):
+            if (chat := clean_chat(row)) is not None:
+                into.restore_chat(chat)
+                chat_ids.add(chat[0])
+        for row in readable_rows(db, "messages", COLUMNS["messages"]):
+            if (message := clean_message(row)) is None:
+                continue
+            chat_id, created = message[1], message[6]
+            if chat_id not in chat_ids:
+                into.restore_chat((chat_id, RECOVERED_TITLE, "", created, created))
+                chat_ids.add(chat_id)
+            into.restore_message(message)
+            with_messages.add(chat_id)
+            n_messages += 1
+    return Salvaged(len(with_messages), n_messages)
+
+
+def _has_columns(db: sqlite3.Connection, table: str, columns: tuple[str, ...]) -> bool:
+    try:
+        found = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    except sqlite3.Error:
+        return False
+    return set(columns) <= found
+
+
+def readable_rows(db: sqlite3.Connection, table: str, columns: tuple[str, ...]) -> Iterator[tuple[Any, ...]]:
+    """Every row of `table` that can be read, in rowid order, skipping damaged pages."""
+    if not _has_columns(db, table, columns):
+        return
+    batch_sql = f"SELECT rowid, {', '.join(columns)} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT {BATCH}"
+    row_sql = f"SELECT {', '.join(columns)} FROM {table} WHERE rowid = ?"
+    last: int | None = LOWEST_ROWID
+    while last is not None:
+        try:
+            rows = db.execute(batch_sql, (last,)).fetchall()
+        except sqlite3.Error:
+            rows = None
+        if rows is not None:
+            if not rows:
+                return
+            for row in rows:
+                yield tuple(row[1:])
+            last = rows[-1][0]
+            continue
+        for _ in range(BATCH):  # the damage is near: step over it one row at a time
+            last = _next_rowid(db, table, last)
+            if last is None:
+                return
+            try:
+                row = db.execute(row_sql, (last,)).fetchone()
+            except sqlite3.Error:
+                row = None
+            if row is not None:
+                yield tuple(row)
+
+
+def _step(db: sqlite3.Connection, table: str, after: int) -> int | None:
+    """The first rowid above `after` (None at the end); raises on an unreadable page."""
+    found = db.execute(f"SELECT rowid FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT 1", (after,)).fetchone()
+    if found is None:
+        return None
+    if not isinstance(found[0], int) or found[0] <= after:
+        raise sqlite3.DatabaseError("rowids out of order")
+    return found[0]
+
+
+def _next_rowid(db: sqlite3.Connection, table: str, last: int) -> int | None:
+    """The next readable rowid after `last`, jumping over unreadable pages; None at the end."""
+    try:
+        return _step(db, table, last)
+    except sqlite3.Error:
+        pass
+    distance = 1
+    while True:  # gallop until a step succeeds
+        if last + distance >= HIGHEST_ROWID:
+            return None
+        try:
+            found = _step(db, table, last + distance)
+            break
+        except sqlite3.Error:
+            distance *= 2
+    low, high = distance // 2, distance  # step(last + low) failed, step(last + high) worked
+    while high - low > 1:
+        middle = (low + high) // 2
+        try:
+            found, high = _step(db, table, last + middle), middle
+        except sqlite3.Error:
+            low = middle
+    return found
+
+
+def _text(value: object) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return decode_text(value)
+    return None
+
+
+def clean_chat(row: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """(id, title, pair, created_at, updated_at) with the right types, or None."""
+    chat_id, title, pair, created, updated = row
+    if not isinstance(chat_id, int):
+        return None
+    now = datetime.now().isoformat(timespec="microseconds")
+    return (chat_id, _text(title) or "", _text(pair) or "", _text(created) or now,
+            _text(updated) or _text(created) or now)
+
+
+def clean_message(row: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """(id, chat_id, role, content, complete, stats, created_at) with the right types, or None."""
+    message_id, chat_id, role, content, complete, stats, created = row
+    role, content = _text(role), _text(content)
+    if not (isinstance(message_id, int) and isinstance(chat_id, int)) or role not in ROLES or content is None:
+        return None
+    done = 1 if complete in (1, True) else 0
+    now = datetime.now().isoformat(timespec="microseconds")
+    return (message_id, chat_id, role, content, done, _text(stats), _text(created) or now)
