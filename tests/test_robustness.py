@@ -24,7 +24,7 @@ from spectui.engine.events import Finished
 from spectui.engine.generator import load_generator
 from spectui.engine.gguf_file import diagnose, expected_size
 from spectui.errors import IncompatibleDraftError, ModelLoadError
-from spectui.session.options import DEFAULT_MAX_TOKENS, options_from_args
+from spectui.session.options import COMPLETION_MAX_TOKENS, DEFAULT_MAX_TOKENS, options_from_args
 
 
 def one_error_line(stderr: str, *, alone: bool = False) -> str:
@@ -120,12 +120,12 @@ def test_values_at_the_edges_of_their_ranges_are_taken_as_given(argv, attribute,
 
 
 def test_a_bench_whose_replies_end_at_once_reports_no_speedup_instead_of_failing(tiny_pair):
-    from spectui.bench import RunTotals, make_row
+    from spectui.bench.report import RunInfo, RunTotals, make_row
 
     nothing = RunTotals(tokens=0, seconds=0.0, drafted=0, accepted=0, passes=0, outputs=((),),
                         prompt_tokens=3, prompt_seconds=0.01)
-    row = make_row(4, GenerationConfig(max_tokens=2), [nothing, nothing], [nothing, nothing],
-                   tiny_pair.target, tiny_pair.draft)
+    info = RunInfo(tiny_pair.target, tiny_pair.draft, "model", "draft model draft.gguf")
+    row = make_row(4, GenerationConfig(max_tokens=2), [nothing, nothing], [nothing, nothing], info)
     assert row.speedup == 0.0 and row.baseline_tps == 0.0 and row.identical is True
 
 
@@ -134,7 +134,9 @@ def test_chat_options_keep_max_tokens_as_given(tiny_pair):
     one = options_from_args(parse(["chat", "--target", str(tiny_pair.target), "--max-tokens", "1"]))
     assert one.max_tokens == 1
     default = options_from_args(parse(["chat", "--target", str(tiny_pair.target)]))
-    assert default.max_tokens == DEFAULT_MAX_TOKENS
+    assert default.max_tokens is None  # the mode decides: a chat reply or a base model's continuation
+    assert default.generation_config().max_tokens == DEFAULT_MAX_TOKENS
+    assert default.generation_config(completion=True).max_tokens == COMPLETION_MAX_TOKENS
 
 
 # ----- files that are not models ----------------------------------------------------------------
