@@ -45,6 +45,9 @@ async def until_ready(pilot: Pilot) -> None:
     while not pilot.app.ready and time.monotonic() < deadline:
         await pilot.pause(0.05)
     pilot.app.clear_notifications()
+    for widget in pilot.app.query("*"):  # a blinking cursor is half the time on, half off
+        if hasattr(widget, "cursor_blink"):
+            widget.cursor_blink = False
     await pilot.pause(0.1)
 
 

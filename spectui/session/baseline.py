@@ -99,10 +99,13 @@ class Calibration:
     warm_acceptance: float = 0.0
     warm_seconds: float = 0.0
 
-    def describe(self) -> str:
-        """One line for the panel: what the first reply no longer pays for."""
+    def describe(self, with_figures: bool = True) -> str:
+        """One line for the panel: what the first reply no longer pays for (`with_figures=False`
+        leaves out what depends on timing, such as how far K = auto chose to draft)."""
         if not self.warm_tokens:
             return ""
+        if not with_figures:
+            return "warm start: weights touched and K=auto calibrated during the load"
         acceptance = f", {self.warm_acceptance:.0%} accepted" if self.warm_acceptance else ""
         return (f"warm start: weights touched and K=auto calibrated on {self.warm_tokens} tokens"
                 f"{acceptance} during the load")

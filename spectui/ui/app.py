@@ -234,7 +234,7 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         calibration = message.calibration
         if calibration.baseline is not None:
             self.set_baseline(calibration.baseline)
-        self.panel.state.warm_note = calibration.describe()
+        self.panel.state.warm_note = calibration.describe(with_figures=self.options.show_timings)
         self.panel.show()
         self.ready = True
         self.set_status(f"ready · {self.options.models_label}", busy=False)
