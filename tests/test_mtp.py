@@ -4,7 +4,9 @@ head's state after rollbacks, and the one-line refusals."""
 
 from __future__ import annotations
 
+import argparse
 import functools
+import json
 from pathlib import Path
 from typing import NamedTuple
 
@@ -15,15 +17,18 @@ import test_lossless_sampling as lossless
 import tiny_mtp
 from test_pull_mtp import write_header_model
 
+from spectui.catalog import record
+from spectui.cli import main
 from spectui.engine import speculative
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
-from spectui.engine.drafters import DrafterSpec
+from spectui.engine.drafters import AUTO_KIND, DrafterSpec
 from spectui.engine.drafters import mtp as mtp_module
 from spectui.engine.drafters.base import FixedBudget
 from spectui.engine.drafters.mtp_context import HiddenRows
 from spectui.engine.events import Finished
 from spectui.engine.generator import Generator, load_generator
 from spectui.engine.model import LlamaModel
+from spectui.session.options import models_from_args, pair_drafter_kind
 
 THREADS = 1  # these tiny models decode in about a millisecond: threads only add synchronisation
 PROMPTS = ["The story of the wind", "Once upon a time", "Hello there", "in the"]
@@ -265,3 +270,42 @@ def test_target_options_ask_for_the_heads_only_when_they_may_run(mtp_target, pla
     assert mtp_module.target_options(DrafterSpec("model", plain_target), mtp_target) == {}
     assert mtp_module.target_options(DrafterSpec(draft=plain_target), mtp_target) == {}
     assert mtp_module.target_options(MTP, plain_target) == {}
+
+
+# ----- the catalog, the options, bench ------------------------------------------------------------
+
+
+@pytest.fixture
+def mtp_pair_record(spectui_home, mtp_target) -> str:
+    """A pulled catalog pair `heads` whose target drafts with its own MTP layer."""
+    target = record.PulledFile(path=str(mtp_target), size=mtp_target.stat().st_size)
+    pulled = record.PulledPair(target=[target], drafter="mtp", target_arch="qwen35", recommended_k=2,
+                               description="tiny heads", pulled_at=record.now())
+    record.add_pair("heads", pulled)
+    return "heads"
+
+
+def test_a_catalog_mtp_pair_becomes_an_mtp_spec(mtp_pair_record, mtp_target):
+    args = argparse.Namespace(pair=mtp_pair_record, target=None, draft=None, drafter=None, draft_n_gpu_layers=None)
+    choice = models_from_args(args)
+    assert (choice.target, choice.drafter, choice.recommended_k) == (mtp_target, DrafterSpec("mtp"), 2)
+    args.drafter = "none"
+    assert models_from_args(args).drafter == DrafterSpec("none")
+    assert pair_drafter_kind("model", AUTO_KIND) == AUTO_KIND
+
+
+def test_a_local_target_with_heads_needs_no_draft_and_says_so(spectui_home, mtp_target, capsys):
+    args = argparse.Namespace(pair=None, target=str(mtp_target), draft=None, drafter=None, draft_n_gpu_layers=None)
+    choice = models_from_args(args)
+    assert choice.drafter == DrafterSpec() and choice.notice.endswith(
+        "drafts with its own MTP heads (1 layer(s)); no separate draft needed")
+    assert "drafts with its own MTP heads" in capsys.readouterr().err
+
+
+def test_bench_json_names_the_mtp_drafter(mtp_pair_record, capsys):
+    args = ["bench", "--pair", mtp_pair_record, "-k", "2", "--max-tokens", "16", "--prompt", "Hello there",
+            "--threads", "1", "--json"]
+    assert main(args) == 0
+    row = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert (row["drafter"], row["drafter_label"], row["identical"]) == ("mtp", "MTP heads", True)
+    assert row["by_drafter"]["mtp"]["proposed"] > 0 and 0 < row["acceptance_rate"] < 1
