@@ -91,12 +91,14 @@ def bigram_head(n_vocab: int, units: np.ndarray, maps: list[np.ndarray], scale: 
     return head.astype(np.float32)
 
 
-def mtp_block(spec: MtpSpec, init: _Init, index: int, head: np.ndarray) -> dict[str, np.ndarray]:
-    """One qwen35 MTP block (src/models/qwen35.cpp `load_block_mtp`) that keeps the token part."""
+def mtp_block(spec: MtpSpec, init: _Init, index: int, head: np.ndarray | None) -> dict[str, np.ndarray]:
+    """One qwen35 MTP block (src/models/qwen35.cpp `load_block_mtp`) that adds the token and the
+    hidden part; without `head` it shares the target's output matrix (as Qwen3.5 MTP GGUFs do)."""
     h = spec.hybrid
     d, hd, block = h.n_embd, h.head_dim, f"blk.{index}."
     both = np.hstack([np.eye(d), np.eye(d)]).astype(np.float32)  # [I | I]: token + hidden
-    return {
+    own_head = {} if head is None else {block + "nextn.shared_head_head.weight": head}
+    return own_head | {
         block + "attn_norm.weight": ones(d),
         block + "post_attention_norm.weight": ones(d),
         block + "attn_q.weight": init.mat(hd * h.n_head * 2, d),
@@ -112,7 +114,6 @@ def mtp_block(spec: MtpSpec, init: _Init, index: int, head: np.ndarray) -> dict[
         block + "nextn.enorm.weight": ones(d),
         block + "nextn.hnorm.weight": ones(d),
         block + "nextn.shared_head_norm.weight": (ones(d) * spec.head_sharpen).astype(np.float32),
-        block + "nextn.shared_head_head.weight": head,
     }
 
 
@@ -135,3 +136,15 @@ def write_target_without_heads(directory: Path, seed: int = 36, spec: MtpSpec | 
     directory.mkdir(parents=True, exist_ok=True)
     weights = without_heads(mtp_target_weights(spec, seed), spec.hybrid.n_layer)
     return write_hybrid_gguf(directory / "plain-target.gguf", spec.hybrid, weights, "tiny-qwen35-plain")
+
+
+def write_shaped_mtp_target(path: Path, spec: HybridSpec, seed: int = 1, f16: bool = False) -> Path:
+    """A qwen35 target of any shape with random weights and one MTP layer that shares its output
+    matrix: for timings only (its guesses mean nothing). `f16`: matrices in f16, except the
+    delta-net conv kernel (llama.cpp's ssm_conv wants f32, as converted GGUFs have it)."""
+    weights = hybrid_weights(spec, seed) | mtp_block(MtpSpec(hybrid=spec), _Init(seed + 1), spec.n_layer, None)
+    if f16:
+        weights = {name: w.astype(np.float16) if w.ndim == 2 and "ssm_conv1d" not in name else w
+                   for name, w in weights.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_hybrid_gguf(path, spec, weights, path.stem, nextn_layers=1)

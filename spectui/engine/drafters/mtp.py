@@ -6,29 +6,29 @@ predicts t_{p+1}. Like any drafter it proposes from its own distribution q (its 
 and the step's rejection sampling keeps the output exact.
 
 The call sequence (llama.cpp's `common_speculative_impl_draft_mtp`, common/speculative.cpp:1331-
-1770, written again here around spectui's step):
+1745, written again here around spectui's step):
 
 1. Load: the target with `load_mtp` (its nextn layers, else llama.cpp skips them), via this
    module's `target_options`. Then a second context on the target's model (or on the sidecar)
    with `ctx_type = LLAMA_CONTEXT_TYPE_MTP`, `ctx_other` = the target's context, `n_rs_seq` 0
-   (speculative.cpp:2525-2537). For qwen35/qwen35moe llama.cpp gives it a plain attention KV
-   cache holding only the nextn layer (src/llama-model.cpp:2660-2664, 2799-2803), so the head
+   (speculative.cpp:2524-2535). For qwen35/qwen35moe llama.cpp gives it a plain attention KV
+   cache holding only the nextn layer (src/llama-model.cpp:2661-2664, 2793, 2799-2800), so the head
    rolls back by `llama_memory_seq_rm` at any position, whatever the target's recurrent state does.
    `llama_set_embeddings_nextn(target, true, masked=false)`: the target writes its hidden row for
    every token; `(head, true, masked=true)`: the head only for its output rows (1417-1418).
 2. After every target decode (a `LlamaModel` decode listener, like speculative.cpp's `process`
-   hook, 1490-1573): the target's rows h are copied. The head's own cache must hold, at every
+   hook, 1475-1582): the target's rows h are copied. The head's own cache must hold, at every
    position p the target holds, the head pass over (t_p, h_{p-1}), so each decoded token is
    queued with its position and read into the head's cache in one batched pass (`llama_process`)
    before the next draft, or at once when the queue grows long (a prompt). Rows of a verify pass
    that the target then drops are never read: only the kept ones, [last, d_1..d_accepted].
-3. Draft (1576-1712): drop the head's cache from n = len(context) - 1 on, then one head pass over
+3. Draft (1584-1731): drop the head's cache from n = len(context) - 1 on, then one head pass over
    (last, h_{n-1}) at position n gives d_1; each further token chains the head on its own hidden
    row: (d_i, h_head) at n + i. A Gemma 4 assistant reads the target's cache instead of keeping
    one (`llama_get_ctx_other(head) == target`): nothing is queued, and all its passes sit at
-   position n (1697-1701).
-4. Verify: the step's target pass; its rows arrive through step 2. (llama.cpp's `accept`, 1759-
-   1770, picks the row of the last accepted token as the next draft's h; here that is simply the
+   position n (1697-1705).
+4. Verify: the step's target pass; its rows arrive through step 2. (llama.cpp's `accept`, 1733-
+   1745, picks the row of the last accepted token as the next draft's h; here that is simply the
    row at position n - 1 of the next cycle.)
 
 Rollback needs no snapshots on the head: a target decode from position p drops the head's queue,
