@@ -5,7 +5,7 @@ The tensors and keys are those `src/models/gemma4.cpp` and `src/models/gemma4-as
 read (no per-layer embeddings, no MoE). The target has four layers, sliding-window and full
 attention alternating, so its last two layers (one of each kind) hold the KV cache the assistant
 attends to: llama.cpp shares the assistant's sliding layers with the target's layer n_layer - 2
-and its full layers with n_layer - 1 (src/llama-model.cpp:2807-2817), and the assistant has no K/V
+and its full layers with n_layer - 1 (src/llama-model.cpp:2812-2821), and the assistant has no K/V
 of its own.
 
 The construction is tests/tiny_mtp.py's, carried over:

@@ -4,7 +4,7 @@ An MTP head is not a model of its own: it runs in a second llama.cpp context, of
 `LLAMA_CONTEXT_TYPE_MTP`, created on the target's model (heads stored in the target GGUF) or on
 a Gemma 4 assistant sidecar (`ctx_other` = the target's context). Each head pass reads one token
 *and* one hidden-state row of the target, so a batch entry carries both: llama.cpp's
-`llama_batch_ext_set_embd_token` after `llama_batch_ext_add_token`, as common/common.cpp:2159-2162
+`llama_batch_ext_set_embd_token` after `llama_batch_ext_add_token`, as common/common.cpp:2156-2163
 builds it (`llama_batch_ext_set_embd_state` is a stub that returns false in 0.3.36,
 src/llama-batch.cpp:1230-1236).
 """
