@@ -95,7 +95,10 @@ class HeadContext:
         llama_cpp.llama_memory_seq_rm(self._memory, 0, pos, -1)
 
     def clear(self) -> None:
-        llama_cpp.llama_memory_clear(self._memory, True)
+        """Forget the head's cache. Never on a shared cache: llama.cpp's `clear` is not guarded
+        there (src/llama-kv-cache.cpp:368-379) and would wipe the target's cells."""
+        if not self.shares_target_cache:
+            llama_cpp.llama_memory_clear(self._memory, True)
 
     def run(self, entries: Iterable[tuple[int, int, np.ndarray]], output_last: bool) -> None:
         """One head pass over (position, token, target row) entries, at most n_batch of them."""
