@@ -78,8 +78,6 @@ class MtpDrafter:
         self.rows = HiddenRows(head.n_embd, ROW_WINDOW)
         self.queue: list[tuple[int, int]] = []
         """(position, token) the target decoded that the head's cache has not read yet."""
-        self.head_end = 0
-        """The head's cache is valid for positions below this."""
         self.head_passes = 0
         """Head passes so far (tests and benchmarks)."""
         self._kept_rows = 0
@@ -91,7 +89,6 @@ class MtpDrafter:
         end = start + len(tokens)
         self.rows.drop_from(start)
         self.queue = [entry for entry in self.queue if entry[0] < start]
-        self.head_end = min(self.head_end, start)
         rows = self.head.target_rows(self.target.context_handle, len(tokens))
         if rows is None:
             return
@@ -112,7 +109,6 @@ class MtpDrafter:
             self.head.drop_from(chunk[0][0])
             entries = [(pos, token, self._row(pos - 1, block, block_start)) for pos, token in chunk]
             self.head.run(entries, output_last=False)
-            self.head_end = chunk[-1][0] + 1
             passes += 1
         self.head_passes += passes
         return passes
@@ -141,8 +137,7 @@ class MtpDrafter:
         if self.head.shares_target_cache:
             self.target.truncate(n)  # the assistant attends to exactly the target's cache
         else:
-            self.head.drop_from(n)
-            self.head_end = min(self.head_end, n)
+            self.head.drop_from(n)  # earlier drafts and rejected rows
         token, pos, row = context[-1], n, self.rows.get(n - 1)
         while True:
             self.head.run([(pos, token, row)], output_last=True)
@@ -167,7 +162,6 @@ class MtpDrafter:
         self.queue.clear()
         self.rows.clear()
         self.head.clear()
-        self.head_end = 0
 
     def close(self) -> None:
         if self._on_target_decode in self.target.decode_listeners:
