@@ -219,7 +219,9 @@ def unavailable(spec: DrafterSpec, ctx: BuildContext) -> str | None:
             made_for = ", ".join(sorted(MTP_ASSISTANT_ARCHS[arch]))
             return f"{spec.draft.name} drafts for {made_for} targets, not {target.arch}"
         return None
-    arch, layers = _head_layers(target.path)
+    import llama_cpp
+
+    arch, layers = target.arch, llama_cpp.llama_model_n_layer_nextn(target.model_handle)
     if layers <= 0:
         return (f"{target.path.name} carries no MTP heads ({arch}.nextn_predict_layers is 0 or missing); "
                 "use a GGUF published with its MTP layers (an -MTP-GGUF repo) or pass --draft")
