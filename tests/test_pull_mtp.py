@@ -120,7 +120,7 @@ def test_mtp_heads_pair_pulls_without_a_draft(
     assert "the target's own MTP heads" in out
 
     pair = resolve_pair("tinymtp")
-    assert (pair.drafter, pair.draft, pair.draft_model) == ("mtp", None, None)
+    assert (pair.drafter, pair.draft) == ("mtp", None)
     assert pair.target.read_bytes() == headers["heads"].read_bytes()
     recorded = record.read_record().pairs["tinymtp"]
     assert recorded.draft == [] and recorded.drafter == "mtp" and recorded.target_arch == "qwen35"
@@ -165,7 +165,7 @@ def test_mtp_sidecar_pair_pulls(
 
     pair = pull_pair("tinygemma")
 
-    assert pair.drafter == "mtp" and pair.draft is not None and pair.draft_model is None
+    assert pair.drafter == "mtp" and pair.draft is not None
     assert pair.draft.name == "mtp-tiny-gemma-4-it.gguf"
     assert pair.draft.read_bytes() == headers["assistant"].read_bytes()
     assert resolve_pair("tinygemma") == pair
@@ -249,7 +249,7 @@ def test_repo_with_a_projector_beside_the_model_pulls_only_the_model(
 
     pair = pull_pair("tiny")
 
-    assert pair.drafter == "model" and pair.draft_model == pair.draft
+    assert pair.drafter == "model" and pair.draft is not None
     assert not [r.path for r in tiny_on_hub.state.requests if "mmproj" in r.path]
     assert not list(hub_module.hub_cache_dir().rglob("mmproj*"))
     row = next(r for r in list_pairs() if r.name == "tiny")

@@ -150,12 +150,17 @@ def _attention_layer(init: _Init, spec: HybridSpec, block: str, out_scale: float
     }
 
 
-def write_hybrid_gguf(path: Path, spec: HybridSpec, weights: dict[str, np.ndarray], name: str) -> Path:
+def write_hybrid_gguf(path: Path, spec: HybridSpec, weights: dict[str, np.ndarray], name: str,
+                      nextn_layers: int = 0) -> Path:
+    """`nextn_layers`: MTP blocks stored after the trunk (`blk.{n_layer}.nextn.*`); llama.cpp
+    counts them in `block_count` and reads `qwen35.nextn_predict_layers`."""
     writer = gguf.GGUFWriter(str(path), "qwen35")
     writer.add_name(name)
     writer.add_context_length(spec.context_length)
     writer.add_embedding_length(spec.n_embd)
-    writer.add_block_count(spec.n_layer)
+    writer.add_block_count(spec.n_layer + nextn_layers)
+    if nextn_layers:
+        writer.add_uint32("qwen35.nextn_predict_layers", nextn_layers)
     writer.add_feed_forward_length(spec.n_ff)
     writer.add_head_count(spec.n_head)
     writer.add_head_count_kv(spec.n_head_kv)

@@ -27,12 +27,6 @@ class ResolvedPair:
     """`model` (a separate draft GGUF) or `mtp` (MTP heads in the target, or `draft` is an MTP
     assistant sidecar that shares the target's cache)."""
 
-    @property
-    def draft_model(self) -> Path | None:
-        """The draft GGUF to load as a model of its own; None for an MTP drafter (its heads, or
-        a sidecar that only loads against the target's context)."""
-        return self.draft if self.drafter == "model" else None
-
 
 @dataclass(frozen=True)
 class PairStatus:

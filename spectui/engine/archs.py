@@ -32,6 +32,14 @@ ROLLBACK_ARCHS: frozenset[str] = frozenset({
     "nemotron_h_moe", "lfm2", "lfm2moe", "bailingmoe3",
 })
 
+# Archs whose MTP (nextn) layers llama.cpp can run as a draft head: each builds an
+# LLM_GRAPH_TYPE_DECODER_MTP graph (`build_arch_graph` in src/models/<arch>.cpp). A GGUF of another
+# arch that declares `nextn_predict_layers` has no head llama.cpp could run.
+MTP_HEAD_ARCHS: frozenset[str] = frozenset({
+    "qwen35", "qwen35moe", "qwen3next", "deepseek2", "deepseek32", "deepseek4", "glm4moe", "glm-dsa",
+    "glm5-next", "nemotron_h_moe", "bailingmoe3", "cohere2moe", "hy_v3", "mimo2", "step35",
+})
+
 # MTP assistant drafters: a separate small GGUF that reads the target's own KV cache
 # (`ctx_other`, src/llama-context.cpp:147; shared layers, src/llama-model.cpp:2809), keyed by its
 # architecture, with the target architectures it can draft for.

@@ -256,8 +256,9 @@ def load_generator(
     if isinstance(rpc, str):
         rpc = connect_rpc(rpc, tensor_split=tensor_split)
     try:
+        options = registry.target_options(spec, Path(target_path).expanduser())
         target = LlamaModel.load(target_path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, n_threads=n_threads,
-                                 progress=part(0.0, split), rpc=rpc)
+                                 progress=part(0.0, split), rpc=rpc, **options)
     except Exception:
         if rpc is not None:
             rpc.close()

@@ -39,6 +39,9 @@ MAX_LOGIT_ROWS = 32
 
 ProgressCallback = Callable[[float], bool | None]
 """Receives the load's progress, 0..1; returning False cancels the load (`LoadCancelled`)."""
+DecodeListener = Callable[[int, Sequence[int]], None]
+"""Called after every decode with (position of its first token, its tokens), while llama.cpp's
+output buffers still hold that decode's results (e.g. the MTP drafter reads the hidden rows)."""
 
 
 def _init_backend() -> None:
@@ -67,6 +70,10 @@ class LlamaModel:
         self.n_gpu_layers = n_gpu_layers
         self.rpc: RpcCluster | None = None
         """Workers holding this model's layers (llama.cpp RPC); the model closes them."""
+        self.decode_listeners: list[DecodeListener] = []
+        """Drafters that follow every decode of this model (MTP heads read its hidden states)."""
+        self.mtp_loaded = False
+        """Whether its MTP (nextn) layers were loaded (`load(..., load_mtp=True)`)."""
         self._model = model
         self._vocab = llama_cpp.llama_model_get_vocab(model)
         self.n_vocab: int = llama_cpp.llama_vocab_n_tokens(self._vocab)
@@ -101,6 +108,7 @@ class LlamaModel:
         progress: ProgressCallback | None = None,
         rpc: RpcCluster | None = None,
         rollback_depth: int = MAX_DRAFT,
+        load_mtp: bool = False,
     ) -> LlamaModel:
         """Load a GGUF. `n_gpu_layers=None` offloads every layer when llama.cpp has a GPU backend.
 
@@ -111,6 +119,8 @@ class LlamaModel:
         Raises `ModelLoadError` with a one-line reason for a missing, non-GGUF or damaged file.
         `rpc`: put the layers on these workers' devices (`spectui.engine.rpc.connect`); the
         model owns them from here on and closes them with itself.
+        `load_mtp`: also load the MTP (nextn) layers a GGUF carries (llama.cpp skips them by
+        default: `TENSOR_SKIP` in src/models/qwen35.cpp:38); the MTP drafter asks for it.
         """
         file = Path(path).expanduser()
         gguf_file.check_readable(file)
@@ -122,6 +132,8 @@ class LlamaModel:
         if rpc is not None:
             rpc.apply(params)
         params.vocab_only = vocab_only
+        if load_mtp:
+            params.load_mtp = True
         cancelled: list[bool] = []
         keep_alive = None
         if progress is not None:
@@ -144,6 +156,7 @@ class LlamaModel:
                 rpc.check()
             raise
         loaded.rpc = rpc
+        loaded.mtp_loaded = load_mtp
         if rpc is not None and rpc.lost:  # a worker died while the weights were on their way
             loaded.close()
             rpc.check()
@@ -211,6 +224,21 @@ class LlamaModel:
     @property
     def n_layer(self) -> int:
         return llama_cpp.llama_model_n_layer(self._model)
+
+    @property
+    def model_handle(self) -> llama_cpp.llama_model_p:
+        """llama.cpp's model, for drafters that build a context on it (MTP heads)."""
+        return self._model
+
+    @property
+    def context_handle(self) -> llama_cpp.llama_context_p:
+        """llama.cpp's context, for drafters that read it (MTP: hidden states, shared cache)."""
+        return self._ctx
+
+    @property
+    def checkpoint_positions(self) -> list[int]:
+        """Where kept state checkpoints stand (token counts): a deep rewind resumes there."""
+        return [c.n_tokens for c in self._rewinder.checkpoints.kept] if self._rewinder else []
 
     @property
     def can_roll_back(self) -> bool:
@@ -418,6 +446,8 @@ class LlamaModel:
             raise ModelLoadError(f"llama_decode failed with status {status} on {self.path.name}")
         self.cached.extend(tokens)
         self._rewinder.after_decode(n)
+        for listener in self.decode_listeners:
+            listener(base, tokens)
 
 
 def _progress_callback(report: ProgressCallback, cancelled: list[bool]) -> llama_cpp.llama_progress_callback:

@@ -91,17 +91,33 @@ def models_from_args(args: argparse.Namespace) -> ModelChoice:
         notice = None
         wants_model = kind == AUTO_KIND or "model" in kind.split("+")
         if draft is None and wants_model:
-            draft, notice = auto_draft_for(target)  # the best compatible model on disk
+            # the best compatible model on disk, or none when the target drafts with its own heads
+            draft, notice = auto_draft_for(target, mtp_supported=mtp_supported())
             print(f"spectui: {notice}", file=sys.stderr)
         choice = ModelChoice("custom", target, DrafterSpec(kind, draft, args.draft_n_gpu_layers), notice=notice)
     else:
         from spectui.catalog import resolve_pair
 
         pair = resolve_pair(args.pair)
-        spec = DrafterSpec(kind, pair.draft_model, args.draft_n_gpu_layers)
+        spec = DrafterSpec(pair_drafter_kind(pair.drafter, kind), pair.draft, args.draft_n_gpu_layers)
         choice = ModelChoice(pair.name, pair.target, spec, pair.recommended_k)
     check_spec(choice.drafter)
     return choice
+
+
+def pair_drafter_kind(pair_drafter: str, asked: str) -> str:
+    """The drafter kind for a catalog pair: what `--drafter` asked for, else `mtp` for an MTP pair
+    (its heads, or its assistant sidecar), else `auto`."""
+    if asked != AUTO_KIND:
+        return asked
+    return "mtp" if pair_drafter == "mtp" else AUTO_KIND
+
+
+def mtp_supported() -> bool:
+    """Whether the installed llama-cpp-python can draft with MTP heads."""
+    from spectui.engine.drafters.mtp_context import missing_support
+
+    return missing_support() is None
 
 
 def options_from_args(args: argparse.Namespace) -> ChatOptions:

@@ -29,7 +29,7 @@ from spectui.paths import chats_db_path
 from spectui.session.baseline import Baseline, baseline_probe, from_finished
 from spectui.session.loaded import EngineSession
 from spectui.session.machine import LoadMeter
-from spectui.session.options import ChatOptions
+from spectui.session.options import ChatOptions, pair_drafter_kind
 from spectui.ui import summary
 from spectui.ui.chat_view import AssistantMessage, ChatLog, Comparison, NoteMessage, UserMessage
 from spectui.ui.controls import Controls
@@ -246,7 +246,8 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
 
     async def on_pair_ready(self, message: PairReady) -> None:
         k = message.recommended_k if message.recommended_k is not None else self.options.k
-        drafter = replace(self.options.drafter, draft=message.draft)
+        kind = pair_drafter_kind(message.drafter, self.options.drafter.kind)
+        drafter = replace(self.options.drafter, kind=kind, draft=message.draft)
         options = replace(self.options, pair_name=message.name, target=message.target,
                           drafter=drafter, k=k)
         self.draft_control = options.draft_control()

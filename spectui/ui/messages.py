@@ -88,4 +88,7 @@ class PairReady(Message):
     name: str
     target: Path
     draft: Path | None
+    """The draft model, or an MTP assistant sidecar (`drafter` "mtp")."""
     recommended_k: DraftLength | None
+    drafter: str = "model"
+    """The pair's drafter: `model`, or `mtp` (the target's heads, or the sidecar `draft`)."""

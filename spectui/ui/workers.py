@@ -240,4 +240,4 @@ class EngineWorkers:
             if not worker.is_cancelled:
                 self.post_message(EngineFailed(unexpected(error, f"getting pair {name}"), "pull"))
             return
-        self.post_message(PairReady(pair.name, pair.target, pair.draft_model, pair.recommended_k))
+        self.post_message(PairReady(pair.name, pair.target, pair.draft, pair.recommended_k, pair.drafter))

@@ -207,12 +207,21 @@ def auto_draft_for(target_path: Path, *, mtp_supported: bool = False) -> tuple[P
             pairing = pair_target(target, found.models, checker)
     finally:
         index.save()
-    return pairing.best.model.path if pairing.best else None, auto_message(pairing, mtp_supported=mtp_supported)
+    heads = mtp_supported and runs_own_heads(pairing)
+    chosen = None if heads or pairing.best is None else pairing.best.model.path
+    return chosen, auto_message(pairing, mtp_supported=mtp_supported)
+
+
+def runs_own_heads(pairing: Pairing) -> bool:
+    """The target carries one MTP head of an architecture llama.cpp can draft with."""
+    from spectui.engine.archs import MTP_HEAD_ARCHS
+
+    return pairing.mtp_layers == 1 and pairing.target.info.arch in MTP_HEAD_ARCHS
 
 
 def auto_message(pairing: Pairing, *, mtp_supported: bool) -> str:
     label = _label(pairing.target)
-    if pairing.mtp_layers and mtp_supported:
+    if mtp_supported and runs_own_heads(pairing):
         return f"{label} drafts with its own MTP heads ({pairing.mtp_layers} layer(s)); no separate draft needed"
     mtp = f"; its {pairing.mtp_layers} MTP layer(s) are not used yet" if pairing.mtp_layers else ""
     if pairing.best is not None:

@@ -7,13 +7,15 @@ and the loaded target into the drafters the generator holds; a kind such as `mod
 chain of registered kinds, cheapest first.
 
 Adding a kind: write `spectui/engine/drafters/<kind>.py` with a drafter class (see `base.Drafter`)
-and a `build(spec, ctx)` function (optionally `unavailable(spec, ctx)`), then add one
-`DrafterKind(...)` line to `KINDS` below saying what it needs. Nothing else needs to know.
+and a `build(spec, ctx)` function (optionally `unavailable(spec, ctx)`, and `target_options(spec,
+target_path)` when the target must be loaded differently), then add one `DrafterKind(...)` line to
+`KINDS` below saying what it needs. Nothing else needs to know.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spectui.engine.drafters.spec import AUTO_KIND, NONE_KIND, BuildContext, DrafterKind, DrafterSpec
@@ -23,14 +25,18 @@ if TYPE_CHECKING:
     from spectui.engine.drafters.base import Drafter
 
 __all__ = ["AUTO_KIND", "KINDS", "NONE_KIND", "BuildContext", "DrafterKind", "DrafterSpec", "build_drafters",
-           "check_spec", "default_kind", "offered_kinds"]
+           "check_spec", "default_kind", "offered_kinds", "target_options"]
 
 KINDS: Mapping[str, DrafterKind] = {kind.name: kind for kind in (
     DrafterKind("model", "a draft model: a smaller GGUF with the target's tokenizer (--draft)",
                 needs_draft_file=True, rank=2, module="model"),
+    DrafterKind("mtp", "MTP heads: the target's own multi-token-prediction layers, or a Gemma 4 "
+                "assistant sidecar (--draft mtp-*.gguf)", needs_draft_file=False, rank=1, module="mtp"),
 )}
-DEFAULT_ORDER = ("model",)
-"""What `auto` picks, best first (from the measurements in docs/BENCHMARKS.md)."""
+DEFAULT_ORDER = ("mtp", "model")
+"""What `auto` picks, best first (from the measurements in docs/BENCHMARKS.md). MTP heads come
+first: they are part of the target, cost about one layer per token, and are only built when the
+target carries them and no separate draft model was named."""
 
 
 def kind_names() -> list[str]:
@@ -74,6 +80,17 @@ def build_drafters(spec: DrafterSpec, ctx: BuildContext) -> tuple[dict[str, Draf
             drafter.close()
         raise
     return built, notes
+
+
+def target_options(spec: DrafterSpec, target: Path) -> dict[str, object]:
+    """How the target must be loaded for the kinds `spec` may build (`LlamaModel.load` keyword
+    arguments, e.g. `load_mtp`), asked of each kind before the target loads."""
+    options: dict[str, object] = {}
+    for kind in KINDS.values():
+        if kind.needs_draft_file and spec.draft is None:
+            continue
+        options |= kind.target_options(spec, target)
+    return options
 
 
 def default_kind(available: Iterable[str]) -> str:

@@ -72,7 +72,7 @@ class DraftModelDrafter:
         logits = self.model.catch_up(context)
         proposal.work = 1
         while True:
-            token, dist, confidence = self._choose(logits, cfg, rng, p_min)
+            token, dist, confidence = choose(logits, cfg, rng, p_min)
             if confidence < p_min:
                 break  # unsure: a likely rejection costs more than it saves
             proposal.add(token, dist, confidence)
@@ -82,24 +82,6 @@ class DraftModelDrafter:
             proposal.work += 1
         return proposal
 
-    @staticmethod
-    def _choose(logits: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator,
-                p_min: float) -> tuple[int, Dist | None, float]:
-        """The next draft token, the q it came from (None at T = 0), and the draft's confidence.
-
-        Confidence is measured only at T = 0, where it predicts acceptance (the target must pick
-        the same argmax). When sampling, a draft token d ~ q is accepted with min(1, p(d)/q(d)),
-        which a spread-out q says nothing about, so it is 1.0 and K = auto goes by the measured
-        acceptance per position instead.
-        """
-        if cfg.greedy:
-            confidence = 1.0
-            if p_min > 0.0:
-                confidence = sampling.distribution(logits, GREEDY_CONFIDENCE).top_prob()
-            return sampling.greedy(logits), None, confidence
-        q = sampling.distribution(logits, cfg)
-        return sampling.sample(q, rng), q, 1.0
-
     def feedback(self, result: Feedback) -> None:
         """Nothing to learn: the next `sync` drops the rejected tokens from the draft's cache."""
 
@@ -108,6 +90,37 @@ class DraftModelDrafter:
 
     def close(self) -> None:
         self.model.close()
+
+
+def choose(logits: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator,
+           p_min: float) -> tuple[int, Dist | None, float]:
+    """The next draft token, the q it came from (None at T = 0), and the draft's confidence.
+
+    Confidence is measured only at T = 0, where it predicts acceptance (the target must pick
+    the same argmax). When sampling, a draft token d ~ q is accepted with min(1, p(d)/q(d)),
+    which a spread-out q says nothing about, so it is 1.0 and K = auto goes by the measured
+    acceptance per position instead. Every drafter that runs a network drafts this way.
+    """
+    if cfg.greedy:
+        confidence = 1.0
+        if p_min > 0.0:
+            confidence = sampling.distribution(logits, GREEDY_CONFIDENCE).top_prob()
+        return sampling.greedy(logits), None, confidence
+    q = sampling.distribution(logits, cfg)
+    return sampling.sample(q, rng), q, 1.0
+
+
+def unavailable(spec: DrafterSpec, ctx: BuildContext) -> str | None:
+    """A draft file that is an MTP assistant (it only runs against the target's context) is not
+    a draft model."""
+    from spectui.engine import gguf_file
+    from spectui.engine.archs import MTP_ASSISTANT_ARCHS
+
+    assert spec.draft is not None
+    arch = gguf_file.read_metadata(spec.draft).get("general.architecture")
+    if arch in MTP_ASSISTANT_ARCHS:
+        return f"{spec.draft.name} is an MTP assistant ({arch}), not a draft model: it drafts as --drafter mtp"
+    return None
 
 
 def build(spec: DrafterSpec, ctx: BuildContext) -> DraftModelDrafter:

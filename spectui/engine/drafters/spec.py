@@ -55,8 +55,10 @@ class DrafterKind:
     """A registered kind: what it is, what it needs, and the module that builds it.
 
     The module (in this package) defines `build(spec, ctx) -> Drafter` and may define
-    `unavailable(spec, ctx) -> str | None` (why these models cannot run it). It is imported only
-    when a drafter is built, so listing kinds (`--help`) stays instant.
+    `unavailable(spec, ctx) -> str | None` (why these models cannot run it) and
+    `target_options(spec, target_path) -> dict` (keyword arguments for `LlamaModel.load` of the
+    target, asked before it loads: MTP heads need `load_mtp`). It is imported only when a
+    drafter is built, so listing kinds (`--help`) stays instant.
     """
 
     name: str
@@ -76,6 +78,10 @@ class DrafterKind:
     def unavailable(self, spec: DrafterSpec, ctx: BuildContext) -> str | None:
         check = getattr(self._module(), "unavailable", None)
         return check(spec, ctx) if check is not None else None
+
+    def target_options(self, spec: DrafterSpec, target: Path) -> dict[str, object]:
+        hook = getattr(self._module(), "target_options", None)
+        return hook(spec, target) if hook is not None else {}
 
 
 @dataclass(frozen=True)
