@@ -79,7 +79,8 @@ def add_model_options(parser: argparse.ArgumentParser, max_tokens: Callable[[str
     """Options shared by `chat` and `bench`: which models, and how to run them."""
     parser.add_argument("--target", type=argtypes.path, help=f"the target model (instead of a pair): {MODEL_REF}")
     parser.add_argument("--draft", type=argtypes.path,
-                        help="the draft model (default with --target: the best one on disk)")
+                        help="the draft model, or a Gemma 4 MTP assistant (mtp-*.gguf) with --drafter mtp "
+                        "(default with --target: the best one on disk, or the target's own MTP heads)")
     parser.add_argument("--drafter", type=parse_drafter, default=None, help=drafter_help())
     parser.add_argument("--temperature", type=argtypes.temperature, default=0.0,
                         help=f"sampling temperature, 0 (greedy) to {limits.MAX_TEMPERATURE:g}")

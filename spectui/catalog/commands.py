@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from spectui.catalog.resolve import PairStatus
+from spectui.catalog.pairs import PairStatus
 from spectui.errors import PullError
 
 

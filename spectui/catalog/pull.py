@@ -17,7 +17,8 @@ from pathlib import Path
 from spectui.catalog import hub, record
 from spectui.catalog.hub import FileInfo, Log, RemoteFile
 from spectui.catalog.loader import get_entry
-from spectui.catalog.resolve import ResolvedPair, resolved_from_record
+from spectui.catalog.pairs import ResolvedPair
+from spectui.catalog.resolve import resolved_from_record
 from spectui.catalog.schema import REPO_ID, ModelFiles, is_projector, split_parts
 from spectui.errors import IncompatibleDraftError, ModelLoadError, PullError, SpectuiError
 

@@ -2,71 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-from spectui.catalog import record
+from spectui.catalog import demo, record
 from spectui.catalog.loader import CatalogEntry, get_entry, load_catalog
+from spectui.catalog.pairs import PairStatus, ResolvedPair
 from spectui.errors import CatalogError
 
 DEMO = "demo"
-K = int | Literal["auto"]
-
-
-@dataclass(frozen=True)
-class ResolvedPair:
-    """A pair ready to load: the first file of each model (llama.cpp finds split parts itself)."""
-
-    name: str
-    target: Path
-    draft: Path | None
-    """The draft model, or the MTP sidecar; None when the target's own MTP heads draft."""
-    recommended_k: K
-    drafter: str = "model"
-    """`model` (a separate draft GGUF) or `mtp` (MTP heads in the target, or `draft` is an MTP
-    assistant sidecar that shares the target's cache)."""
-
-
-@dataclass(frozen=True)
-class PairStatus:
-    """One row of `spectui list`."""
-
-    name: str
-    description: str
-    source: str
-    """`hub`, `demo`, or `ad-hoc`."""
-    origin: str
-    """`shipped`, `user` (the user's models.toml) or `pulled` (ad-hoc, not in any catalog)."""
-    pulled: bool
-    size_gb: float
-    """Actual size on disk when pulled, else the catalog's approximation."""
-    recommended_k: K
-    target: Path | None = None
-    draft: Path | None = None
-    license: str | None = None
-    drafter: str = "model"
-    """`model` or `mtp` (see `ResolvedPair.drafter`)."""
-    target_arch: str | None = None
-    """llama.cpp's architecture of the target: read from the file once pulled, else the
-    catalog's `target_arch`; None when unknown."""
-
-    @property
-    def hybrid(self) -> bool | None:
-        """Recurrent + attention target (llama.cpp's `llm_arch_is_hybrid`); None if unknown."""
-        from spectui.engine.archs import is_hybrid
-
-        return None if self.target_arch is None else is_hybrid(self.target_arch)
-
-    def as_json(self) -> dict[str, object]:
-        return {
-            "name": self.name, "description": self.description, "source": self.source,
-            "origin": self.origin, "pulled": self.pulled, "size_gb": round(self.size_gb, 3),
-            "recommended_k": self.recommended_k, "drafter": self.drafter,
-            "target_arch": self.target_arch, "hybrid": self.hybrid,
-            "target": str(self.target) if self.target else None,
-            "draft": str(self.draft) if self.draft else None, "license": self.license,
-        }
 
 
 def _first(files: list[record.PulledFile]) -> Path | None:
@@ -95,8 +38,6 @@ def resolve_pair(name: str | None) -> ResolvedPair:
     demo extra is installed). A catalog pair that is not pulled raises `CatalogError` saying
     which `spectui pull` to run.
     """
-    from spectui.catalog import demo
-
     if name is None:
         pulled = record.read_record().pairs
         usable = [n for n in pulled if _missing_file(pulled[n]) is None]
@@ -128,8 +69,6 @@ def _pulled_size(pulled: record.PulledPair) -> float:
 def _status(item: CatalogEntry, pulled: record.PulledPair | None) -> PairStatus:
     entry = item.entry
     if entry.source == "demo":
-        from spectui.catalog import demo
-
         return demo.status(item)
     on_disk = pulled if pulled is not None and _missing_file(pulled) is None else None
     return PairStatus(
@@ -165,8 +104,6 @@ def list_pairs() -> list[PairStatus]:
 def remove_pair(name: str) -> list[Path]:
     """Forget a pulled pair; delete the files only it used. Returns the deleted paths."""
     if name == DEMO:
-        from spectui.catalog import demo
-
         return demo.remove()
     removed = record.remove_pair(name)
     if removed is None:

@@ -50,12 +50,19 @@ _READ_BUFFER = 1 << 20
 MetaValue = int | float | bool | str
 
 
+SMALL_ARRAY = 4096
+"""Number arrays up to this long are kept (per-layer hyperparameters); longer ones (a token list's
+scores, merges) are only read past."""
+
+
 @dataclass(frozen=True)
 class ArrayInfo:
-    """A metadata array, read past rather than kept: its item type and length."""
+    """A metadata array: its item type and length, and its values when it is a short array of
+    numbers (per-layer head counts, recurrent-layer flags); None otherwise."""
 
     item_type: int
     count: int
+    values: tuple[int | float | bool, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -98,7 +105,10 @@ class _Header:
         if vtype == _ARRAY:
             item_type, count = self.u32(), self.u64()
             if item_type in _SCALAR_FORMATS:
-                self._read(struct.calcsize(_SCALAR_FORMATS[item_type]) * count)
+                fmt = _SCALAR_FORMATS[item_type]
+                data = self._read(struct.calcsize(fmt) * count)
+                if count <= SMALL_ARRAY:
+                    return ArrayInfo(item_type, count, struct.unpack(f"<{count}{fmt}", data))
             elif item_type == _STRING:
                 self._skip_strings(count)
             else:

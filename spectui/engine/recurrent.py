@@ -3,7 +3,7 @@
 Light facts only (no llama.cpp import), so the memory plan and the catalog can use them before
 anything is loaded. Sources: llama-cpp-python 0.3.36's vendored llama.cpp.
 
-- `SNAPSHOT_ARCHS` mirrors `llm_arch_supports_rs_rollback` (src/llama-arch.cpp:1123): only these
+- `SNAPSHOT_ARCHS` (`archs.ROLLBACK_ARCHS`, llama.cpp's `llm_arch_supports_rs_rollback`): only these
   archs honour `llama_context_params.n_rs_seq`; llama.cpp clamps it to 0 for every other arch
   (src/llama-context.cpp:106).
 - One recurrent state is, per recurrent layer, a conv row of `n_embd_r` and a state row of
@@ -18,18 +18,15 @@ anything is loaded. Sources: llama-cpp-python 0.3.36's vendored llama.cpp.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
 
-RollbackKind = Literal["kv", "snapshots", "none"]
+from spectui.engine import archs
+
+RollbackKind = archs.Rollback
 """How a model's context drops its newest tokens: "kv" (attention only: any suffix), "snapshots"
 (recurrent state with bounded snapshot rollback), "none" (recurrent state, no rollback)."""
 
-SNAPSHOT_ARCHS = frozenset({
-    "kimi-k3", "qwen35", "qwen35moe", "qwen4exp", "deepseek4", "glm5-next", "nemotron_h",
-    "nemotron_h_moe", "lfm2", "lfm2moe", "bailingmoe3",
-})
-RECURRENT_ARCHS = frozenset({"mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"})
-"""`llm_arch_is_recurrent` (src/llama-arch.cpp): no attention layer at all."""
+SNAPSHOT_ARCHS = archs.ROLLBACK_ARCHS
+RECURRENT_ARCHS = archs.RECURRENT_ARCHS
 
 STATE_VALUE_BYTES = 4  # llama.cpp keeps recurrent states in f32 (src/llama-model.cpp:2672, 2762)
 

@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spectui.engine import recurrent
+from spectui.engine.archs import MTP_ASSISTANT_ARCHS
 from spectui.engine.config import MAX_DRAFT
 
 if TYPE_CHECKING:
-    from gguf import GGUFReader
-
     from spectui.engine.drafters import DrafterSpec
 
 KV_BYTES_PER_VALUE = 2  # llama.cpp's default f16 K and V cache
@@ -45,6 +44,9 @@ class Footprint:
     """One recurrent state (all recurrent layers, f32); 0 for an attention-only model."""
     rs_snapshots: int = 0
     """Rollback snapshots its context keeps (llama.cpp's n_rs_seq), each one more state."""
+    arch: str = ""
+    """llama.cpp's architecture (an MTP assistant sidecar is sized like the heads it is, not
+    like a draft model)."""
 
     def kv_bytes(self, n_ctx: int) -> int:
         return self.kv_bytes_per_token * n_ctx
@@ -79,37 +81,38 @@ def weights_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in parts if p.exists())
 
 
-def _field(reader: GGUFReader, key: str) -> object | None:
-    found = reader.fields.get(key)
-    if found is None:
-        return None
-    value = found.contents()
-    return max(value) if isinstance(value, list) and value else value
-
-
 def read_footprint(path: Path) -> Footprint:
     """Weights, KV-cache and recurrent-state size of one GGUF, from its header (no weights are
     read). A snapshot arch is counted as a speculative target: MAX_DRAFT snapshots."""
-    from gguf import GGUFReader
+    from spectui.engine.gguf_file import ArrayInfo, read_header
 
-    reader = GGUFReader(path)
-    arch = str(_field(reader, "general.architecture") or "llama")
-    n_layer = int(_field(reader, f"{arch}.block_count") or 0)
+    header = read_header(path)
+    if header is None:
+        raise ValueError(f"{path.name}: unreadable GGUF header")
 
     def raw(key: str) -> object | None:
-        found = reader.fields.get(key)
-        return None if found is None else found.contents()
+        """A value as llama.cpp reads it: a number, a string, or a short array as a list."""
+        value = header.metadata.get(key)
+        if isinstance(value, ArrayInfo):
+            return list(value.values) if value.values is not None else None
+        return value
 
+    def number(key: str) -> int | None:
+        value = raw(key)
+        return int(max(value)) if isinstance(value, list) and value else (int(value) if value else None)
+
+    arch = str(raw("general.architecture") or "llama")
+    n_layer = number(f"{arch}.block_count") or 0
     n_recurrent = sum(recurrent.recurrent_layers(raw, arch, n_layer))
-    n_embd = int(_field(reader, f"{arch}.embedding_length") or 0)
-    n_head = int(_field(reader, f"{arch}.attention.head_count") or 1)
-    n_head_kv = int(_field(reader, f"{arch}.attention.head_count_kv") or n_head)
-    head_k = int(_field(reader, f"{arch}.attention.key_length") or n_embd // max(n_head, 1))
-    head_v = int(_field(reader, f"{arch}.attention.value_length") or head_k)
+    n_embd = number(f"{arch}.embedding_length") or 0
+    n_head = number(f"{arch}.attention.head_count") or 1
+    n_head_kv = number(f"{arch}.attention.head_count_kv") or n_head
+    head_k = number(f"{arch}.attention.key_length") or n_embd // max(n_head, 1)
+    head_v = number(f"{arch}.attention.value_length") or head_k
     per_token = (n_layer - n_recurrent) * n_head_kv * (head_k + head_v) * KV_BYTES_PER_VALUE
     state = recurrent.state_bytes(raw, arch, n_layer)
     snapshots = MAX_DRAFT if state and arch in recurrent.SNAPSHOT_ARCHS else 0
-    return Footprint(path.name, weights_bytes(path), n_layer, per_token, state, snapshots)
+    return Footprint(path.name, weights_bytes(path), n_layer, per_token, state, snapshots, arch)
 
 
 def mem_available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
@@ -177,7 +180,7 @@ def plan(target: Footprint, draft: Footprint | None, n_ctx: int, *, gpu: bool,
     if draft:
         draft = replace(draft, rs_snapshots=0)  # a draft goes back by checkpoints, not snapshots
     models = [target, draft] if draft else [target]
-    if draft and (warning := draft_size_warning(target, draft)):
+    if draft and draft.arch not in MTP_ASSISTANT_ARCHS and (warning := draft_size_warning(target, draft)):
         result.warnings.append(warning)
     offloading = gpu and n_gpu_layers != 0
     if not offloading:
