@@ -47,6 +47,14 @@ def run_async(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., N
     return wrapper
 
 
+class StillMachine:
+    """A machine meter that sees no change in other programs' load: the baseline is only re-measured
+    when it is old, so the tests that check every cycle's K see no probe (it has its own test)."""
+
+    def others(self) -> None:
+        return None
+
+
 class RecordingApp(SpectuiApp):
     """Records the messages the workers post (handlers of every class in the MRO run)."""
 
@@ -55,6 +63,7 @@ class RecordingApp(SpectuiApp):
         self.updates: list[ReplyUpdate] = []
         self.finishes: list[ReplyFinished] = []
         self.update_interval = 0.0
+        self.load_meter = StillMachine()  # type: ignore[assignment]
 
     def on_reply_update(self, message: ReplyUpdate) -> None:
         self.updates.append(message)
@@ -181,6 +190,30 @@ async def test_k_keys_change_k_from_the_next_cycle_of_a_running_reply(pair) -> N
         assert ks[cycles_before] == 4  # the very next cycle used the new K
         await pilot.press("f2")
         assert app.draft_control.k == 3
+
+
+@run_async
+async def test_a_stale_baseline_is_measured_again_by_a_probe_at_the_start_of_the_next_reply(pair) -> None:
+    from dataclasses import replace
+    from datetime import timedelta
+
+    from spectui.session.baseline import PROBE_TOKENS
+
+    app = RecordingApp(options(pair, max_tokens=48))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        old = app.baseline
+        app.baseline = replace(old, measured_at=old.measured_at - timedelta(minutes=30))
+        assert "30 min ago" in app.baseline.describe()
+        await send(pilot, "Count to ten.")
+        cycles = [c for u in app.updates for c in u.cycles]
+        probes = [c for c in cycles if c.probe]
+        assert len(probes) == PROBE_TOKENS and cycles[:PROBE_TOKENS] == probes
+        assert all(c.k == 0 and c.drafted == 0 for c in probes) and any(c.drafted for c in cycles[PROBE_TOKENS:])
+        assert app.baseline.source == "probe at this reply's start" and app.baseline.tokens == PROBE_TOKENS
+        assert "(just now)" in app.baseline.describe()
+        totals = app.panel.state.totals
+        assert totals.probe_tokens == PROBE_TOKENS and totals.decode_tokens == totals.generated_tokens - 1 - PROBE_TOKENS
 
 
 @run_async
