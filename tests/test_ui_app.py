@@ -20,7 +20,7 @@ import pytest
 import tiny_gguf
 from rich.console import Console
 from textual.pilot import Pilot
-from textual.widgets import Input, OptionList, Static
+from textual.widgets import OptionList, Static
 
 from spectui.chat.store import ChatStore
 from spectui.chat.template import ChatMessage
@@ -107,7 +107,7 @@ async def ready(pilot: Pilot) -> None:
 async def send(pilot: Pilot, text: str, wait: bool = True) -> None:
     app = pilot.app
     finished_before = len(app.finishes)
-    app.query_one("#prompt", Input).value = text
+    app.prompt.load_text(text)
     await pilot.press("enter")
     if wait:
         await until(pilot, lambda: len(app.finishes) > finished_before and app.busy is None,
