@@ -146,3 +146,17 @@ def test_thinking_tokens_are_counted_on_the_tokens_that_wrote_them() -> None:
     accents = "é</think>x"  # characters, not bytes, in the text; bytes in the tokens
     assert count_tokens_through([b"\xc3", b"\xa9", b"</think>", b"x"], accents,
                                 split_text(accents, THINK_TAGS, True).reasoning_end) == 3
+
+
+def test_a_gpt_oss_style_template_gets_the_reasoning_effort_and_earlier_thinking_as_it_asks() -> None:
+    template = ("{{- '<|start|>system<|message|>Reasoning: ' + reasoning_effort + '<|end|>' }}"
+                "{%- for message in messages %}{%- if message.role == 'assistant' and 'thinking' in message %}"
+                "{{- '<|start|>assistant<|channel|>analysis<|message|>' + message.thinking + '<|end|>' }}{%- endif %}"
+                "{{- '<|start|>' + message.role + '<|channel|>final<|message|>' + message.content + '<|end|>' }}"
+                "{%- endfor %}{%- if add_generation_prompt %}<|start|>assistant{%- endif %}")
+    chat = ChatFormat.from_model(Model(template))
+    assert chat.markers is HARMONY and chat.thinking_switch == "reasoning_effort" and chat.reasoning_key == "thinking"
+    rendered = chat.render(TURNS, style=PromptStyle(reasoning_effort="high"))
+    assert rendered.startswith("<|start|>system<|message|>Reasoning: high<|end|>")
+    assert "<|channel|>analysis<|message|>Let me count.<|end|>" in rendered
+    assert not chat.opens_reasoning(TURNS)

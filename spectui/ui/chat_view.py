@@ -93,7 +93,7 @@ class AssistantMessage(Vertical):
         self._meta = meta
         self.stats: dict[str, Any] = dict(stats or {})
         self.colouring = False
-        self.thinking = ThinkingBlock(reasoning, tokens=self.stats.get("thinking_tokens"))
+        self.thinking = ThinkingBlock(reasoning, streaming=streaming, tokens=self.stats.get("thinking_tokens"))
 
     @property
     def streaming(self) -> bool:

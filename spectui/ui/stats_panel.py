@@ -8,6 +8,7 @@ After a reply the panel keeps that reply's figures until the next one starts.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -24,6 +25,8 @@ from spectui.engine.events import CycleStats, GenerationStats
 from spectui.session.baseline import Baseline
 
 HIDDEN = "(hidden)"
+PERCENT = re.compile(r"\d+(?:\.\d+)?%")
+"""Acceptance during the calibration depends on K=auto's timed choices: hidden with the timings."""
 NONE_YET = "—"
 MIN_MEASURED_TOKENS = 16
 """A reply that decoded fewer tokens is too short for a speed ratio worth showing: a handful of
@@ -235,7 +238,8 @@ class StatsPanel(Vertical):
         speeds = speed_series(state.cycles) if self.show_timings else []
         self.query_one("#speed-spark", Sparkline).data = speeds
         self.query_one("#baseline-note", Static).update(self._baseline_note())
-        self.query_one("#panel-notes", Static).update("\n".join([*state.notes, state.warm_note]).strip())
+        warm = state.warm_note if self.show_timings else PERCENT.sub(HIDDEN, state.warm_note)
+        self.query_one("#panel-notes", Static).update("\n".join([*state.notes, warm]).strip())
 
     def _baseline_note(self) -> str:
         baseline = self.state.baseline
