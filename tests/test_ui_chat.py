@@ -207,6 +207,8 @@ async def test_f9_copies_the_focused_reply_else_the_last_one(pair) -> None:
         await pilot.press("f9")
         assert app.clipboard == first.text.strip("\n")
         assert "reply copied to the clipboard" in toasts(app)
+        await pilot.press("o", "k")  # typing goes on in the message box
+        assert app.focused is app.prompt and app.prompt.text == "ok"
 
 
 @run_async
@@ -477,3 +479,20 @@ async def test_every_chat_action_is_in_the_command_palette(pair) -> None:
         await pilot.press("enter")
         await until(pilot, lambda: len(app.finishes) == 2 and app.busy is None, "the regenerated reply")
         assert len(app.conversation.messages) == 2
+
+
+def test_resume_names_the_recorded_models_before_anything_is_resolved(pair, tmp_path: Path) -> None:
+    from spectui.cli import build_parser
+    from spectui.ui.run import with_recorded_models
+
+    args = build_parser().parse_args(["chat", "--resume"])
+    assert with_recorded_models(args) == (args, None)  # no store yet
+    store = ChatStore(chats_db_path())
+    chat = store.new_chat("custom")
+    store.update_chat(chat, models={"pair": "custom", "target": str(pair.target), "draft": str(pair.draft),
+                                    "drafter": "model"})
+    named, notice = with_recorded_models(args)
+    assert (named.target, named.draft, named.drafter) == (str(pair.target), str(pair.draft), "model")
+    assert notice == "resumed with the models this chat was recorded with (target.gguf)"
+    store.update_chat(chat, models={"pair": "custom", "target": str(tmp_path / "gone.gguf")})
+    assert with_recorded_models(args) == (args, None)  # gone: the app says so, with the default pair

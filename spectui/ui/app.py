@@ -110,7 +110,8 @@ class SpectuiApp(Controls, Replies, ChatActions, EngineWorkers, App[int]):
         """The turn being edited in the message box (Enter resends it in its place)."""
         self.export_dir: Path | None = None
         """Where the app writes exports (None: the current directory)."""
-        self._status = ("", None, True)
+        self._status: tuple[str, float | None, bool] = ("", None, True)
+        """The status line as last set (text, progress, busy), to add or drop "queued" to it."""
 
     # ----- layout --------------------------------------------------------------------------
 

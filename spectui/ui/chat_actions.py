@@ -15,6 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from textual import events
+
 from spectui.chat.conversation import Conversation
 from spectui.chat.safe_store import SafeStore
 from spectui.chat.settings import EFFORTS, ChatSettings
@@ -26,6 +28,7 @@ from spectui.session.options import ChatOptions
 from spectui.ui import summary
 from spectui.ui.chat_view import AssistantMessage, ChatLog, UserMessage
 from spectui.ui.messages import ReplyPurpose
+from spectui.ui.prompt import PromptInput
 from spectui.ui.settings_screen import SettingsResult, SettingsScreen
 from spectui.ui.stats_panel import StatsPanel
 
@@ -92,6 +95,7 @@ class ChatActions:
     export_dir: Path | None
     log_view: ChatLog
     panel: StatsPanel
+    prompt: PromptInput
     sub_title: str
     notify: Callable[..., None]
     note: Callable[..., Awaitable[None]]
@@ -231,6 +235,14 @@ class ChatActions:
         while node is not None and not isinstance(node, AssistantMessage):
             node = node.parent
         return node if isinstance(node, AssistantMessage) else self.log_view.last_reply()
+
+    def on_key(self, event: events.Key) -> None:
+        """Typing while a reply has the focus (picked for F9 with a click or Tab) goes on in the
+        message box, as if the focus had never left it."""
+        if event.is_printable and event.character and isinstance(self.focused, AssistantMessage):
+            event.stop()
+            self.prompt.focus()
+            self.prompt.insert(event.character)
 
     def action_copy_reply(self) -> None:
         reply = self.chosen_reply()
