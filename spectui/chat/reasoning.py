@@ -172,6 +172,12 @@ def split_text(text: str, markers: Markers | None, starts_in_reasoning: bool = F
     return Split(reasoning.strip(), answer, splitter.reasoning_end)
 
 
+def common_prefix_length(first: str, second: str) -> int:
+    """How many leading characters the two texts share."""
+    length = min(len(first), len(second))
+    return next((i for i in range(length) if first[i] != second[i]), length)
+
+
 def opens_reasoning(generation_prompt: str, markers: Markers | None) -> bool:
     """True when the template's generation prompt leaves a reasoning block open (the reply
     starts inside it, without an opening marker of its own)."""

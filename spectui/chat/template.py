@@ -153,12 +153,14 @@ class ChatFormat:
 
     def opens_reasoning(self, messages: Sequence[ChatMessage], style: PromptStyle | None = None) -> bool:
         """True when the prompt for these messages ends inside a reasoning block that the
-        template opened (the reply starts in it, with no opening marker of its own)."""
+        template opened (the reply starts in it, with no opening marker of its own). The
+        generation prompt is what rendering with it adds past the common prefix, as llama.cpp
+        finds it (`common_chat_template_generation_prompt_impl`, common/chat.cpp:974-993)."""
         if self.mode != "chat":
             return False
         with_prompt = self.render(messages, True, style)
         without = self.render(messages, False, style)
-        tail = with_prompt[len(without):] if with_prompt.startswith(without) else with_prompt
+        tail = with_prompt[reasoning.common_prefix_length(with_prompt, without):]
         return reasoning.opens_reasoning(tail, self.markers)
 
     @property
