@@ -97,6 +97,7 @@ async def settings_open(pilot: Pilot) -> None:
 async def reasoning_reply(pilot: Pilot) -> None:
     await until_ready(pilot)
     app = pilot.app
+    app.load_meter.others = lambda: None  # no baseline probe (K=0 cycles) when other programs get busy
     app.prompt.load_text("How many gears?")
     await pilot.press("enter")
     deadline = time.monotonic() + 60
