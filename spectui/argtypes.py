@@ -48,6 +48,7 @@ bench_max_tokens = int_range(2, limits.MAX_REPLY_TOKENS)
 """A bench needs 2 tokens: the first comes from reading the prompt, so 1 would time no decoding."""
 threads = int_range(1, limits.MAX_THREADS)
 seed = int_range(0, limits.MAX_SEED)
+chat_id = int_range(1, limits.MAX_CHAT_ID)
 
 
 def gpu_layers(value: str) -> int:
@@ -83,6 +84,21 @@ def temperature(value: str) -> float:
     if not math.isfinite(number) or not 0.0 <= number <= limits.MAX_TEMPERATURE:
         raise _fail(f"must be {allowed}, not {value}")
     return number
+
+
+def probability(value: str) -> float:
+    """top-p or min-p: a number from 0 to 1."""
+    allowed = f"a number from 0 to {limits.MAX_PROBABILITY:g}"
+    try:
+        number = float(value)
+    except ValueError:
+        raise _fail(f"must be {allowed}, not {value!r}") from None
+    if not math.isfinite(number) or not 0.0 <= number <= limits.MAX_PROBABILITY:
+        raise _fail(f"must be {allowed}, not {value}")
+    return number
+
+
+top_k = int_range(0, limits.MAX_TOP_K, low_label="off")
 
 
 def draft_length(value: str) -> int | str:

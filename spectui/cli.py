@@ -20,7 +20,7 @@ from spectui import __version__, argtypes, limits
 from spectui.errors import SpectuiError
 
 Command = Callable[[argparse.Namespace], int]
-COMMANDS = ("chat", "bench", "pull", "list", "rm", "pair", "worker")
+COMMANDS = ("chat", "bench", "pull", "list", "rm", "pair", "worker", "export")
 PAIR_HELP = "a pair from `spectui list` (default: the last pulled pair, else the demo pair)"
 MODEL_REF = "a GGUF path, ollama:NAME[:TAG], lmstudio:PUBLISHER/REPO[/FILE] or hf:REPO:FILE (from the cache)"
 EXIT_BROKEN_PIPE = 141  # what a shell reports for a process ended by SIGPIPE (128 + 13)
@@ -160,6 +160,14 @@ def build_parser() -> argparse.ArgumentParser:
     from spectui.worker import add_worker_parser
 
     add_worker_parser(sub)
+
+    export = sub.add_parser("export", help="write a saved chat as Markdown or JSON (without arguments: list them)")
+    export.add_argument("chat_id", nargs="?", type=argtypes.chat_id, help="the chat's id (as listed)")
+    export.add_argument("--last", action="store_true", help="the chat changed last (what --resume opens)")
+    export.add_argument("--format", choices=("md", "json"), default=None,
+                        help="md (default, or from the -o file's suffix) or json (everything stored)")
+    export.add_argument("-o", "--output", type=argtypes.path, default=None,
+                        help="write to this file (default: stdout)")
     return parser
 
 
@@ -181,6 +189,10 @@ def _command(name: str) -> Command:
         from spectui.worker import worker_command
 
         return worker_command
+    if name == "export":
+        from spectui.export import export_command
+
+        return export_command
     from spectui.catalog import commands
 
     return {"pull": commands.pull_command, "list": commands.list_command, "rm": commands.rm_command}[name]

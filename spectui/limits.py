@@ -37,3 +37,13 @@ MAX_TEMPERATURE = 100.0
 
 MAX_REPEAT = 100
 """`spectui bench --repeat`: interleaved rounds; each round runs every K over every prompt."""
+
+MAX_TOP_K = 1 << 20
+"""top-k: 0 turns it off (every token stays); above any vocabulary (262k for Gemma 3), so any
+larger value would mean the same as 0."""
+
+MAX_PROBABILITY = 1.0
+"""top-p and min-p are probabilities, 0..1: top-p 1 and min-p 0 turn them off."""
+
+MAX_CHAT_ID = 2**63 - 1
+"""A saved chat's id is an SQLite rowid: a signed 64-bit integer."""

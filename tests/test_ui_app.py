@@ -20,7 +20,7 @@ import pytest
 import tiny_gguf
 from rich.console import Console
 from textual.pilot import Pilot
-from textual.widgets import Input, OptionList, Static
+from textual.widgets import OptionList, Static
 
 from spectui.chat.store import ChatStore
 from spectui.chat.template import ChatMessage
@@ -116,7 +116,7 @@ async def ready(pilot: Pilot) -> None:
 async def send(pilot: Pilot, text: str, wait: bool = True) -> None:
     app = pilot.app
     finished_before = len(app.finishes)
-    app.query_one("#prompt", Input).value = text
+    app.prompt.load_text(text)
     await pilot.press("enter")
     if wait:
         await until(pilot, lambda: len(app.finishes) > finished_before and app.busy is None,
@@ -213,7 +213,8 @@ async def test_a_stale_baseline_is_measured_again_by_a_probe_at_the_start_of_the
         assert app.baseline.source == "probe at this reply's start" and app.baseline.tokens == PROBE_TOKENS
         assert "(just now)" in app.baseline.describe()
         totals = app.panel.state.totals
-        assert totals.probe_tokens == PROBE_TOKENS and totals.decode_tokens == totals.generated_tokens - 1 - PROBE_TOKENS
+        assert totals.probe_tokens == PROBE_TOKENS
+        assert totals.decode_tokens == totals.generated_tokens - 1 - PROBE_TOKENS
 
 
 @run_async

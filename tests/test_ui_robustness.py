@@ -247,7 +247,7 @@ async def test_a_chat_whose_title_looks_like_markup_is_listed_as_typed() -> None
         listing = app.screen.query_one(OptionList)
         labels = [str(listing.get_option_at_index(i).prompt) for i in range(listing.option_count)]
         assert [label.split("  ·  ")[0] for label in labels] == titles
-        assert labels[0].endswith("1 message  ·  2026-11-23 04:12")
+        assert labels[0].endswith("1 message  ·  2026-11-23 04:12  ·  chat 0")  # the id `spectui export` takes
 
 
 def test_counts_are_plural_only_when_they_are_not_one_and_odd_stats_do_not_break() -> None:

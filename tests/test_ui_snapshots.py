@@ -3,7 +3,9 @@
 Timings vary run to run, so these apps run with `show_timings=False`: every tokens/sec figure,
 the speedup, the speed sparkline and the baseline's clock time show as placeholders, while the
 layout, the K, the acceptance and the baseline's description stay real. The screens shown are
-ones whose text is fixed: a fresh screen after load, and a stored chat reopened with --resume.
+ones whose text is fixed: a fresh screen after load, a stored chat reopened with --resume, the
+settings screen, a reasoning reply from a scripted model (its thinking folded), and three lines
+typed into the message box.
 Update with `pytest tests/test_ui_snapshots.py --snapshot-update` after a deliberate change.
 """
 
@@ -12,6 +14,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+import scripted_gguf
 from textual.pilot import Pilot
 
 from spectui.chat.store import ChatStore
@@ -45,9 +49,7 @@ async def until_ready(pilot: Pilot) -> None:
     while not pilot.app.ready and time.monotonic() < deadline:
         await pilot.pause(0.05)
     pilot.app.clear_notifications()
-    for widget in pilot.app.query("*"):  # a blinking cursor is half the time on, half off
-        if hasattr(widget, "cursor_blink"):
-            widget.cursor_blink = False
+    still(pilot.app)
     await pilot.pause(0.1)
 
 
@@ -68,3 +70,61 @@ def test_main_screen_with_a_resumed_chat(snap_compare, tiny_pair, spectui_home: 
     store.close()
     app = SpectuiApp(frozen_options(tiny_pair, resume=True))
     assert snap_compare(app, terminal_size=SIZE, run_before=until_ready)
+
+
+# ----- the everyday chat (#14): the settings screen, a folded thinking block, the multi-line box -----
+
+
+@pytest.fixture(scope="module")
+def thinking_pair(tmp_path_factory: pytest.TempPathFactory):
+    return scripted_gguf.write_scripted_pair(tmp_path_factory.mktemp("thinking"))
+
+
+def still(app: SpectuiApp) -> None:
+    """No blinking cursors: a snapshot must not depend on when it is taken."""
+    for widget in app.screen.query("Input, TextArea"):
+        widget.cursor_blink = False  # type: ignore[attr-defined]
+
+
+async def settings_open(pilot: Pilot) -> None:
+    await until_ready(pilot)
+    await pilot.press("ctrl+s")
+    await pilot.pause(0.3)
+    still(pilot.app)
+    await pilot.pause(0.1)
+
+
+async def reasoning_reply(pilot: Pilot) -> None:
+    await until_ready(pilot)
+    app = pilot.app
+    app.load_meter.others = lambda: None  # no baseline probe (K=0 cycles) when other programs get busy
+    app.prompt.load_text("How many gears?")
+    await pilot.press("enter")
+    deadline = time.monotonic() + 60
+    while (app.busy is not None or not app.conversation.messages[1:]) and time.monotonic() < deadline:
+        await pilot.pause(0.05)
+    app.clear_notifications()
+    still(app)
+    await pilot.pause(0.2)
+
+
+async def three_lines_typed(pilot: Pilot) -> None:
+    await until_ready(pilot)
+    await pilot.press(*"First line", "ctrl+j", *"second line", "ctrl+j", *"third line")
+    still(pilot.app)
+    await pilot.pause(0.1)
+
+
+def test_settings_screen(snap_compare, tiny_pair, spectui_home: Path) -> None:
+    app = SpectuiApp(frozen_options(tiny_pair, temperature=0.8, seed=7, system="Be brief."))
+    assert snap_compare(app, terminal_size=SIZE, run_before=settings_open)
+
+
+def test_a_reasoning_reply_with_its_thinking_folded(snap_compare, thinking_pair, spectui_home: Path) -> None:
+    app = SpectuiApp(frozen_options(thinking_pair))
+    assert snap_compare(app, terminal_size=SIZE, run_before=reasoning_reply)
+
+
+def test_a_message_of_three_lines_in_the_message_box(snap_compare, tiny_pair, spectui_home: Path) -> None:
+    app = SpectuiApp(frozen_options(tiny_pair))
+    assert snap_compare(app, terminal_size=SIZE, run_before=three_lines_typed)

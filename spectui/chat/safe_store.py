@@ -21,12 +21,12 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from spectui.chat.salvage import Salvaged, is_damage, move_aside, salvage
-from spectui.chat.store import ChatStore, ChatSummary, StoredMessage
+from spectui.chat.store import ChatInfo, ChatStore, ChatSummary, StoredMessage
 from spectui.errors import StorageError
 
 Report = Callable[[str, str], None]
@@ -177,6 +177,18 @@ class SafeStore:
     def messages(self, chat_id: int) -> list[StoredMessage]:
         return self._run(lambda s: s.messages(chat_id), [], "read the chat's messages")
 
+    def chat_info(self, chat_id: int) -> ChatInfo | None:
+        return self._run(lambda s: s.chat_info(chat_id), None, "read the chat")
+
+    def update_chat(self, chat_id: int, *, pair: str | None = None, settings: dict[str, Any] | None = None,
+                    mode: str | None = None, models: dict[str, Any] | None = None) -> bool:
+        return self._run(lambda s: s.update_chat(chat_id, pair=pair, settings=settings, mode=mode, models=models),
+                         False, "save the chat's settings", write=True)
+
+    def delete_messages(self, chat_id: int, message_ids: Sequence[int]) -> bool:
+        return self._run(lambda s: s.delete_messages(chat_id, message_ids), False,
+                         "remove the replaced messages", write=True)
+
     def new_chat(self, pair: str = "") -> int | None:
         return self._run(lambda s: s.new_chat(pair), None, "save the new chat", write=True)
 
@@ -184,15 +196,17 @@ class SafeStore:
         return self._run(lambda s: s.delete_chat(chat_id), False, "delete the chat", write=True)
 
     def add_message(self, chat_id: int, role: str, content: str, *, complete: bool = True,
-                    stats: dict[str, Any] | None = None) -> int | None:
+                    stats: dict[str, Any] | None = None, reasoning: str = "") -> int | None:
         what = {"user": "save your message", "assistant": "save the reply"}.get(role, "save the system prompt")
-        return self._run(lambda s: s.add_message(chat_id, role, content, complete=complete, stats=stats),
+        return self._run(lambda s: s.add_message(chat_id, role, content, complete=complete, stats=stats,
+                                                 reasoning=reasoning),
                          None, what, write=True)
 
     def update_message(self, message_id: int, content: str, *, complete: bool,
-                       stats: dict[str, Any] | None = None) -> bool:
+                       stats: dict[str, Any] | None = None, reasoning: str | None = None) -> bool:
         what = "save the reply" if complete else "save the reply in progress"
-        return self._run(lambda s: s.update_message(message_id, content, complete=complete, stats=stats),
+        return self._run(lambda s: s.update_message(message_id, content, complete=complete, stats=stats,
+                                                    reasoning=reasoning),
                          False, what, write=True)
 
 

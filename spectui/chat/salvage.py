@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from spectui.chat.store import COLUMNS, ChatStore, decode_text
+from spectui.chat.store import COLUMNS, LEGACY_COLUMNS, ChatStore, decode_text
 
 SQLITE_CORRUPT, SQLITE_NOTADB = 11, 26
 BATCH = 256
@@ -149,16 +149,16 @@ def _copy(db: sqlite3.Connection, into: ChatStore) -> Salvaged:
     with_messages: set[int] = set()
     n_messages = 0
     with into.transaction():
-        for row in readable_rows(db, "chats", COLUMNS["chats"]):
+        for row in readable_records(db, "chats"):
             if (chat := clean_chat(row)) is not None:
                 into.restore_chat(chat)
                 chat_ids.add(chat[0])
-        for row in readable_rows(db, "messages", COLUMNS["messages"]):
+        for row in readable_records(db, "messages"):
             if (message := clean_message(row)) is None:
                 continue
             chat_id, created = message[1], message[6]
             if chat_id not in chat_ids:
-                into.restore_chat((chat_id, RECOVERED_TITLE, "", created, created))
+                into.restore_chat(clean_chat({"id": chat_id, "title": RECOVERED_TITLE, "created_at": created}))
                 chat_ids.add(chat_id)
             into.restore_message(message)
             with_messages.add(chat_id)
@@ -166,17 +166,27 @@ def _copy(db: sqlite3.Connection, into: ChatStore) -> Salvaged:
     return Salvaged(len(with_messages), n_messages)
 
 
-def _has_columns(db: sqlite3.Connection, table: str, columns: tuple[str, ...]) -> bool:
+def readable_records(db: sqlite3.Connection, table: str) -> Iterator[dict[str, Any]]:
+    """Every readable row of `table` as {column: value}: version 1's columns at least (else
+    nothing: the table is not ours), and whichever later ones the store has."""
+    found = _columns(db, table)
+    if not set(LEGACY_COLUMNS[table]) <= found:
+        return
+    columns = tuple(c for c in COLUMNS[table] if c in found)
+    for row in readable_rows(db, table, columns):
+        yield dict(zip(columns, row, strict=True))
+
+
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
     try:
-        found = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
     except sqlite3.Error:
-        return False
-    return set(columns) <= found
+        return set()
 
 
 def readable_rows(db: sqlite3.Connection, table: str, columns: tuple[str, ...]) -> Iterator[tuple[Any, ...]]:
     """Every row of `table` that can be read, in rowid order, skipping damaged pages."""
-    if not _has_columns(db, table, columns):
+    if not set(columns) <= _columns(db, table):
         return
     batch_sql = f"SELECT rowid, {', '.join(columns)} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT {BATCH}"
     row_sql = f"SELECT {', '.join(columns)} FROM {table} WHERE rowid = ?"
@@ -248,22 +258,26 @@ def _text(value: object) -> str | None:
     return None
 
 
-def clean_chat(row: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    """(id, title, pair, created_at, updated_at) with the right types, or None."""
-    chat_id, title, pair, created, updated = row
+def clean_chat(row: dict[str, Any]) -> tuple[Any, ...] | None:
+    """`COLUMNS["chats"]` with the right types (missing or unreadable values at their defaults),
+    or None."""
+    chat_id = row.get("id")
     if not isinstance(chat_id, int):
         return None
     now = datetime.now().isoformat(timespec="microseconds")
-    return (chat_id, _text(title) or "", _text(pair) or "", _text(created) or now,
-            _text(updated) or _text(created) or now)
+    created = _text(row.get("created_at")) or now
+    return (chat_id, _text(row.get("title")) or "", _text(row.get("pair")) or "", created,
+            _text(row.get("updated_at")) or created, _text(row.get("settings")),
+            _text(row.get("mode")) or "", _text(row.get("models")))
 
 
-def clean_message(row: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    """(id, chat_id, role, content, complete, stats, created_at) with the right types, or None."""
-    message_id, chat_id, role, content, complete, stats, created = row
-    role, content = _text(role), _text(content)
+def clean_message(row: dict[str, Any]) -> tuple[Any, ...] | None:
+    """`COLUMNS["messages"]` with the right types, or None."""
+    message_id, chat_id = row.get("id"), row.get("chat_id")
+    role, content = _text(row.get("role")), _text(row.get("content"))
     if not (isinstance(message_id, int) and isinstance(chat_id, int)) or role not in ROLES or content is None:
         return None
-    done = 1 if complete in (1, True) else 0
+    done = 1 if row.get("complete") in (1, True) else 0
     now = datetime.now().isoformat(timespec="microseconds")
-    return (message_id, chat_id, role, content, done, _text(stats), _text(created) or now)
+    return (message_id, chat_id, role, content, done, _text(row.get("stats")),
+            _text(row.get("created_at")) or now, _text(row.get("reasoning")) or "")

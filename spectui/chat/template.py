@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import cached_property
 from typing import Any, Literal, Protocol
 
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from spectui.chat import reasoning
 from spectui.errors import SpectuiError
 
 ROLES = ("system", "user", "assistant")
@@ -32,9 +34,32 @@ class ChatTemplateError(SpectuiError):
 class ChatMessage:
     role: str
     content: str
+    """For a reply: its answer, without the reasoning."""
+    reasoning: str = ""
+    """For a reply of a reasoning model: what it thought before answering."""
 
-    def as_dict(self) -> dict[str, str]:
-        return {"role": self.role, "content": self.content}
+    def as_dict(self, key: reasoning.ReasoningKey = "none", markers: reasoning.Markers | None = None) -> dict[str, str]:
+        """The message as a template reads it, its reasoning given the way `key` says."""
+        message = {"role": self.role, "content": self.content}
+        if not self.reasoning or self.role != "assistant" or key == "none":
+            return message
+        if key == "inline" and markers is not None:
+            message["content"] = f"{markers.open_tag}\n{self.reasoning}\n{markers.close_tag}\n\n{self.content}"
+        elif key != "inline":
+            message[key] = self.reasoning
+        return message
+
+
+@dataclass(frozen=True)
+class PromptStyle:
+    """How one reply's prompt is made, beyond the messages (the chat's mode and thinking)."""
+
+    mode: str = ""
+    """`chat`, `completion` or `plain-chat`; empty: the loaded model's own."""
+    thinking: bool = True
+    """`enable_thinking`, for templates that take it."""
+    reasoning_effort: str = "medium"
+    """`reasoning_effort`, for templates that take it (gpt-oss)."""
 
 
 class TemplateSource(Protocol):
@@ -100,9 +125,43 @@ class ChatFormat:
             mode = "completion" if prefer == "completion" else "chat"
         return cls(template=template, bos_token=bos, eos_token=eos, mode=mode)
 
+    def switched(self, mode: str) -> ChatFormat:
+        """This model's format in another mode (`chat` becomes `plain-chat` without a template)."""
+        if not mode or mode == self.mode:
+            return self
+        if mode == "completion":
+            return replace(self, mode="completion")
+        return replace(self, mode="chat" if self.template else "plain-chat")
+
     @property
     def is_completion(self) -> bool:
         return self.mode == "completion"
+
+    @cached_property
+    def markers(self) -> reasoning.Markers | None:
+        """The reasoning markers replies are split on (none for a continuation)."""
+        return None if self.is_completion else reasoning.markers_for(self.template)
+
+    @cached_property
+    def thinking_switch(self) -> reasoning.ThinkingSwitch | None:
+        """The template's variable for thinking (`enable_thinking`, `reasoning_effort`) or None."""
+        return reasoning.thinking_switch(self.template) if self.mode == "chat" else None
+
+    @cached_property
+    def reasoning_key(self) -> reasoning.ReasoningKey:
+        return reasoning.reasoning_key(self.template) if self.mode == "chat" else "none"
+
+    def opens_reasoning(self, messages: Sequence[ChatMessage], style: PromptStyle | None = None) -> bool:
+        """True when the prompt for these messages ends inside a reasoning block that the
+        template opened (the reply starts in it, with no opening marker of its own). The
+        generation prompt is what rendering with it adds past the common prefix, as llama.cpp
+        finds it (`common_chat_template_generation_prompt_impl`, common/chat.cpp:974-993)."""
+        if self.mode != "chat":
+            return False
+        with_prompt = self.render(messages, True, style)
+        without = self.render(messages, False, style)
+        tail = with_prompt[reasoning.common_prefix_length(with_prompt, without):]
+        return reasoning.opens_reasoning(tail, self.markers)
 
     @property
     def description(self) -> str:
@@ -122,11 +181,22 @@ class ChatFormat:
             return tuple(f"\n{label}:" for label in FALLBACK_LABELS.values())
         return ()
 
-    def prompt_tokens(self, model: Tokenizer, messages: Sequence[ChatMessage]) -> list[int]:
+    def prompt_tokens(self, model: Tokenizer, messages: Sequence[ChatMessage],
+                      style: PromptStyle | None = None) -> list[int]:
         """The conversation as the token ids the model reads next (the one place prompts are made)."""
-        return encode_prompt(model, self.render(messages, add_generation_prompt=True))
+        return encode_prompt(model, self.render(messages, add_generation_prompt=True, style=style))
 
-    def render(self, messages: Sequence[ChatMessage], add_generation_prompt: bool = True) -> str:
+    def template_variables(self, style: PromptStyle | None) -> dict[str, object]:
+        """`enable_thinking` / `reasoning_effort`, only for a template that reads it."""
+        style = style or PromptStyle()
+        if self.thinking_switch == "enable_thinking":
+            return {"enable_thinking": style.thinking}
+        if self.thinking_switch == "reasoning_effort":
+            return {"reasoning_effort": style.reasoning_effort}
+        return {}
+
+    def render(self, messages: Sequence[ChatMessage], add_generation_prompt: bool = True,
+               style: PromptStyle | None = None) -> str:
         if self.mode == "completion":
             return render_completion(messages)
         if self.mode == "plain-chat":
@@ -134,10 +204,11 @@ class ChatFormat:
         try:
             compiled = sandboxed_environment().from_string(self.template or "")
             return compiled.render(
-                messages=[m.as_dict() for m in messages],
+                messages=[m.as_dict(self.reasoning_key, self.markers) for m in messages],
                 add_generation_prompt=add_generation_prompt,
                 bos_token=self.bos_token,
                 eos_token=self.eos_token,
+                **self.template_variables(style),
             )
         except TemplateError as error:
             raise ChatTemplateError(

@@ -7,7 +7,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spectui.engine.config import AUTO, DraftControl, DraftLength, GenerationConfig, SamplingConfig
+from spectui.chat.settings import ChatSettings
+from spectui.engine.config import AUTO, DraftControl, DraftLength, GenerationConfig
 from spectui.engine.drafters import AUTO_KIND, DrafterSpec, check_spec
 from spectui.errors import SpectuiError
 
@@ -44,6 +45,11 @@ class ChatOptions:
     calibration_tokens: int = 32
     notice: str | None = None
     """A line the app shows once at start (e.g. which draft was picked automatically)."""
+    models_named: bool = True
+    """The command line named the models (a pair or --target); False when it fell back to the
+    default pair, so `--resume` may reopen the chat with the pair it was recorded with."""
+    mode_named: bool = False
+    """`--mode` was given (chat or completion): it wins over the mode a resumed chat was saved with."""
 
     def draft_control(self) -> DraftControl:
         kind = None if self.drafter.kind == AUTO_KIND else self.drafter.kind
@@ -51,11 +57,17 @@ class ChatOptions:
             return DraftControl(AUTO, enabled=False, drafter=kind)
         return DraftControl(self.k, drafter=kind)
 
-    def generation_config(self, completion: bool = False, baseline_probe: int = 0) -> GenerationConfig:
-        sampling = SamplingConfig(temperature=self.temperature, seed=self.seed)
+    def chat_settings(self) -> ChatSettings:
+        """A new chat's settings from the command line (the rest at their defaults)."""
+        return ChatSettings(temperature=self.temperature, seed=self.seed, max_tokens=self.max_tokens)
+
+    def generation_config(self, completion: bool = False, baseline_probe: int = 0,
+                          settings: ChatSettings | None = None) -> GenerationConfig:
+        """One reply's limits: the chat's `settings` (the app's), else the command line's."""
+        settings = settings or self.chat_settings()
         default = COMPLETION_MAX_TOKENS if completion else DEFAULT_MAX_TOKENS
-        max_tokens = default if self.max_tokens is None else self.max_tokens
-        return GenerationConfig(max_tokens=max_tokens, sampling=sampling,
+        max_tokens = default if settings.max_tokens is None else settings.max_tokens
+        return GenerationConfig(max_tokens=max_tokens, sampling=settings.sampling(),
                                 baseline_probe=baseline_probe)
 
     @property
@@ -131,4 +143,5 @@ def options_from_args(args: argparse.Namespace) -> ChatOptions:
         n_gpu_layers=args.n_gpu_layers, rpc=args.rpc,
         tensor_split=tuple(args.tensor_split) if args.tensor_split else None,
         system=args.system, resume=args.resume, notice=choice.notice,
+        models_named=bool(args.pair or args.target), mode_named=args.mode != "auto",
     )

@@ -1,7 +1,9 @@
-"""`SpectuiApp`: the chat log, the input, and the live speculation panel beside them.
+"""`SpectuiApp`: the chat log, the message box, and the live speculation panel beside them.
 
-The app owns the UI state; the workers (`spectui.ui.workers`) own every llama.cpp call and
-report through messages handled here. Key actions live in `spectui.ui.controls`.
+The app owns the UI state and the loading of models; the workers (`spectui.ui.workers`) own every
+llama.cpp call and report through messages. Its mixins: `controls` (speculation keys, chats),
+`replies` (sending, queueing, editing, regenerating, streaming replies), `chat_actions` (resume,
+settings, thinking, copy, export).
 """
 
 from __future__ import annotations
@@ -12,26 +14,23 @@ from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
-from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Header, Input, Label, ProgressBar
+from textual.widgets import Footer, Header, Label, ProgressBar
 from textual.worker import WorkerFailed
 
 from spectui.chat.conversation import Conversation
 from spectui.chat.safe_store import SafeStore
-from spectui.chat.template import ChatMessage
-from spectui.engine.config import DraftControl
 from spectui.engine.drafters.spec import DrafterInfo
-from spectui.engine.events import Finished
 from spectui.paths import chats_db_path
-from spectui.session.baseline import Baseline, baseline_probe, from_finished
+from spectui.session.baseline import Baseline
 from spectui.session.loaded import EngineSession
 from spectui.session.machine import LoadMeter
 from spectui.session.options import ChatOptions, pair_drafter_kind
-from spectui.ui import summary
+from spectui.ui.chat_actions import ChatActions
 from spectui.ui.chat_view import AssistantMessage, ChatLog, Comparison, NoteMessage, UserMessage
+from spectui.ui.commands import ChatCommands
 from spectui.ui.controls import Controls
 from spectui.ui.examples import ExampleOpenings
 from spectui.ui.messages import (
@@ -41,29 +40,36 @@ from spectui.ui.messages import (
     LoadWarning,
     ModelsLoaded,
     PairReady,
-    ReplyFinished,
     ReplyPurpose,
-    ReplyUpdate,
 )
 from spectui.ui.pairs import LocalPairCommands, PairCommands
-from spectui.ui.stats_panel import StatsPanel, describe_drafter, describe_k, low_acceptance_advice, same_model
+from spectui.ui.prompt import PromptInput
+from spectui.ui.replies import Replies
+from spectui.ui.stats_panel import StatsPanel, describe_drafter, describe_k, same_model
 from spectui.ui.workers import EngineWorkers
 
+QUEUED = "1 message queued (Escape cancels)"
 
-class SpectuiApp(Controls, EngineWorkers, App[int]):
+
+class SpectuiApp(Controls, Replies, ChatActions, EngineWorkers, App[int]):
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "spectui"
-    COMMANDS = App.COMMANDS | {PairCommands, LocalPairCommands}
+    COMMANDS = App.COMMANDS | {ChatCommands, PairCommands, LocalPairCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f2", "k_down", "K-"),
         Binding("f3", "k_up", "K+"),
-        Binding("f4", "toggle_speculation", "Spec on/off"),
-        Binding("f5", "compare", "Re-run K=0"),
+        Binding("f4", "toggle_speculation", "Spec"),
+        Binding("f5", "compare", "K=0"),
         Binding("f6", "toggle_colours", "Colours"),
         Binding("f7", "next_drafter", "Drafter"),
         Binding("f8", "examples", "Examples", show=False),
+        Binding("f9", "copy_reply", "Copy", show=False),
+        Binding("f10", "export", "Export", show=False),
         Binding("escape", "stop", "Stop"),
-        Binding("ctrl+n", "new_chat", "New chat"),
+        Binding("ctrl+r", "regenerate", "Regenerate", show=False),
+        Binding("ctrl+t", "toggle_thinking", "Thinking", show=False),
+        Binding("ctrl+s", "settings", "Settings"),
+        Binding("ctrl+n", "new_chat", "New chat", show=False),
         Binding("ctrl+o", "open_chats", "Chats"),
         Binding("ctrl+p", "command_palette", "Pairs & commands", show=False, priority=True),
         Binding("ctrl+q", "quit", "Quit"),
@@ -76,7 +82,7 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         self.stop_requested = threading.Event()
         self.draft_control = options.draft_control()
         self.store = SafeStore(store_path or chats_db_path())
-        self.conversation = Conversation(self.store, options.pair_name, options.system)
+        self.conversation = Conversation(self.store, options.pair_name, options.system, options.chat_settings())
         self.drafters = DrafterInfo()
         """What the loaded generator offers (empty until the models are loaded)."""
         self.ready = False
@@ -89,13 +95,23 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         self.colouring = False
         self.baseline: Baseline | None = None
         self.mode = ""
-        """How prompts are made for the loaded model: `chat`, `completion` or `plain-chat`."""
+        """How prompts are made for this chat with the loaded model: `chat`, `completion` or `plain-chat`."""
+        self.loaded_mode = ""
+        """The loaded model's own mode (from its template and `--mode`): a new chat's."""
         self.load_meter = LoadMeter()
         """Other programs' CPU use, to tell when the baseline no longer compares."""
         self.reply_widget: AssistantMessage | None = None
         self.comparison: Comparison | None = None
         self.last_cycle_k: int | None = None
         self.after_idle: Callable[[], Awaitable[None]] | None = None
+        self.queued: UserMessage | None = None
+        """A message typed while the models load, sent once they are ready."""
+        self.editing: int | None = None
+        """The turn being edited in the message box (Enter resends it in its place)."""
+        self.export_dir: Path | None = None
+        """Where the app writes exports (None: the current directory)."""
+        self._status: tuple[str, float | None, bool] = ("", None, True)
+        """The status line as last set (text, progress, busy), to add or drop "queued" to it."""
 
     # ----- layout --------------------------------------------------------------------------
 
@@ -107,7 +123,7 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
                     yield Label("", id="status")
                     yield ProgressBar(id="load-progress", show_eta=False)
                 yield ChatLog(id="log")
-                yield Input(placeholder="Message (Enter to send)", id="prompt")
+                yield PromptInput(id="prompt")
             yield StatsPanel(show_timings=self.options.show_timings, id="stats")
         yield Footer()
 
@@ -117,7 +133,8 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         self.refresh_k()
         if self.options.resume:
             await self.resume_last_chat()
-        self.query_one("#prompt", Input).focus()
+        self.refresh_settings()
+        self.prompt.focus()
         if self.options.notice:
             await self.note(self.options.notice)
         self.start_loading(self.options)
@@ -136,11 +153,25 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
     def panel(self) -> StatsPanel:
         return self.query_one("#stats", StatsPanel)
 
+    @property
+    def prompt(self) -> PromptInput:
+        return self.query_one("#prompt", PromptInput)
+
     def set_status(self, text: str, fraction: float | None = None, *, busy: bool = True) -> None:
-        self.query_one("#status", Label).update(text)
+        self._status = (text, fraction, busy)
+        queued = f" · {QUEUED}" if self.queued is not None else ""
+        self.query_one("#status", Label).update(text + queued)
         bar = self.query_one("#load-progress", ProgressBar)
         bar.display = busy
         bar.update(total=None if fraction is None else 1.0, progress=fraction or 0.0)
+
+    def refresh_status(self) -> None:
+        text, fraction, busy = self._status
+        self.set_status(text, fraction, busy=busy)
+
+    def ready_status(self) -> None:
+        if self.ready and self.busy is None:
+            self.set_status(f"ready · {self.options.models_label}", busy=False)
 
     def refresh_k(self) -> None:
         state = self.panel.state
@@ -197,9 +228,10 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
 
     async def on_models_loaded(self, message: ModelsLoaded) -> None:
         self.drafters = message.drafters
-        self.mode = message.mode
-        self.conversation.mode = message.mode
+        self.loaded_mode = message.mode
+        self.mode = self.chat_mode(self.conversation)
         self.sub_title = self.subtitle(self.options)
+        self.refresh_settings()
         generator = self.session.generator
         draft = generator.drafters.get("model") if generator is not None else None
         self.draft_same_model = draft is not None and same_model(generator.target, draft.model)
@@ -229,7 +261,7 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
     async def on_example_openings_picked(self, message: ExampleOpenings.Picked) -> None:
         await self.submit(message.text)
 
-    def on_baseline_measured(self, message: BaselineMeasured) -> None:
+    async def on_baseline_measured(self, message: BaselineMeasured) -> None:
         self.panel.state.measuring = False
         calibration = message.calibration
         if calibration.baseline is not None:
@@ -237,7 +269,9 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         self.panel.state.warm_note = calibration.describe(with_figures=self.options.show_timings)
         self.panel.show()
         self.ready = True
-        self.set_status(f"ready · {self.options.models_label}", busy=False)
+        self.ready_status()
+        if self.queued is not None:
+            await self.send_queued()
 
     def set_baseline(self, baseline: Baseline) -> None:
         self.baseline = baseline
@@ -251,7 +285,6 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
         options = replace(self.options, pair_name=message.name, target=message.target,
                           drafter=drafter, k=k)
         self.draft_control = options.draft_control()
-        self.conversation.pair = message.name
         await self.note(f"switched to pair {message.name}: {options.models_label}")
         self.start_loading(options)
 
@@ -263,162 +296,8 @@ class SpectuiApp(Controls, EngineWorkers, App[int]):
             self.panel.state.measuring = False
             self.panel.show()
             self.set_status("no model loaded: pick a pair with ctrl+p", busy=False)
+            await self.cancel_queued("no model could be loaded for the queued message")
         elif message.during == "pull":
             self.set_status("pull failed", busy=False)
         else:
             await self.end_reply()
-
-    # ----- replies -------------------------------------------------------------------------
-
-    @on(Input.Submitted, "#prompt")
-    async def send(self, event: Input.Submitted) -> None:
-        text = event.value.strip()
-        if text and await self.submit(text):
-            event.input.clear()
-
-    async def submit(self, text: str) -> bool:
-        """Send `text` as the user's next message; False when no reply can start now."""
-        if not self.can_generate():
-            return False
-        for examples in self.query(ExampleOpenings):
-            await examples.remove()
-        self.query_one("#prompt", Input).focus()
-        self.conversation.add_user(text)
-        await self.log_view.add(UserMessage(text))
-        title = "continuation" if self.mode == "completion" else "assistant"
-        self.reply_widget = AssistantMessage(title=title, streaming=True)
-        await self.log_view.add(self.reply_widget)
-        self.reply_widget.set_colouring(self.colouring)
-        self.conversation.start_reply()
-        self.panel.start_reply()
-        self.begin_generation("reply", self.conversation.prompt_messages(), self.draft_control)
-        return True
-
-    def can_generate(self) -> bool:
-        if self.load_failed:
-            self.notify("no model is loaded (the error above says why): pick a pair with ctrl+p, "
-                        "or restart with --target/--draft", severity="warning")
-            return False
-        if not self.ready:
-            self.notify("the models are still loading; one moment")
-            return False
-        if self.busy is not None:
-            self.notify("a reply is running: wait for it, or press Escape to stop it")
-            return False
-        return True
-
-    def begin_generation(self, purpose: ReplyPurpose, messages: list[ChatMessage],
-                         control: DraftControl) -> None:
-        self.busy = purpose
-        self.stop_requested.clear()
-        self.set_status("generating… (Escape stops)", None)
-        probe = baseline_probe(self.baseline, self.load_meter.others()) if purpose == "reply" else 0
-        config = self.options.generation_config(self.mode == "completion", probe if control.enabled else 0)
-        self.generate_reply(messages, config, control, purpose)
-
-    def _target_widget(self, purpose: ReplyPurpose) -> AssistantMessage | None:
-        if purpose == "compare":
-            return self.comparison.right if self.comparison else None
-        return self.reply_widget
-
-    async def on_reply_update(self, message: ReplyUpdate) -> None:
-        widget = self._target_widget(message.purpose)
-        if widget is not None:
-            await widget.append(message.pieces)
-        if message.purpose != "reply":
-            return
-        state = self.panel.state
-        state.cycles.extend(message.cycles)
-        state.totals = message.totals or state.totals
-        if message.cycles:
-            self.last_cycle_k = message.cycles[-1].k
-            state.k_label = describe_k(self.draft_control, self.drafters, self.last_cycle_k)
-        self.panel.show()
-        if widget is not None:
-            self.conversation.save_partial(widget.text)
-
-    async def on_reply_finished(self, message: ReplyFinished) -> None:
-        finished = message.finished
-        k_label = "0" if message.purpose == "compare" else describe_k(
-            self.draft_control, self.drafters, self.last_cycle_k
-        )
-        stats = summary.reply_stats(finished, k_label)
-        if message.speculation_off or finished.stats.probe_tokens:
-            source = ("side-by-side re-run" if message.purpose == "compare" else
-                      "reply with speculation off" if message.speculation_off else "probe at this reply's start")
-            if (fresh := from_finished(finished, source, self.load_meter.others())) is not None:
-                self.set_baseline(fresh)
-        if message.purpose == "compare":
-            await self._finish_comparison(finished, stats)
-        else:
-            await self._finish_reply(finished, stats)
-        if finished.reason in ("context", "worker"):
-            self.notify(finished.message, severity="error", timeout=15)
-            await self.note(finished.message, "error")
-        await self.end_reply()
-
-    async def _finish_reply(self, finished: Finished, stats: dict) -> None:
-        widget = self.reply_widget
-        text = widget.text if widget else finished.text
-        if widget is not None:
-            await widget.finish(stats, summary.meta_line(stats, self.options.show_timings))
-        self.conversation.finish_reply(text, stats)
-        self.panel.state.totals = finished.stats
-        advice = low_acceptance_advice(finished.stats, self.panel.state.k_label, self.draft_same_model)
-        self.panel.state.notes = [advice] if advice else []
-        self.panel.show()
-        if advice:
-            self.notify(advice, severity="warning", timeout=10)
-
-    async def _finish_comparison(self, finished: Finished, stats: dict) -> None:
-        comparison = self.comparison
-        if comparison is None:
-            return
-        await comparison.right.finish(stats, summary.meta_line(stats, self.options.show_timings))
-        same = comparison.left.text == comparison.right.text
-        comparison.set_verdict(
-            summary.comparison_verdict(comparison.left.stats, finished, same, self.options.show_timings)
-        )
-
-    async def end_reply(self) -> None:
-        """Back to idle after a reply, a comparison or a failure."""
-        widget = self.reply_widget
-        if self.busy == "reply" and widget is not None and widget.streaming:  # failed mid-reply
-            await widget.finish({"reason": "error"}, "failed")
-            self.conversation.finish_reply(widget.text, {"reason": "error"})
-        if self.busy == "compare" and self.comparison and self.comparison.right.streaming:
-            await self.comparison.right.finish({"reason": "error"}, "failed")
-        self.busy = None
-        self.reply_widget = None
-        if self.ready:
-            self.set_status(f"ready · {self.options.models_label}", busy=False)
-        if self.after_idle is not None:
-            callback, self.after_idle = self.after_idle, None
-            await callback()
-
-    # ----- chats ---------------------------------------------------------------------------
-
-    async def show_conversation(self, conversation: Conversation) -> None:
-        """Replace the log with a stored conversation (resume, or picked from the list)."""
-        self.conversation = conversation
-        log = self.log_view
-        await log.remove_children()
-        if conversation.system:
-            await self.note(f"system prompt: {conversation.system}")
-        for stored in conversation.stored:
-            if stored.role == "user":
-                await log.add(UserMessage(stored.content))
-            elif stored.role == "assistant":
-                meta = summary.meta_line(stored.stats, self.options.show_timings)
-                meta = meta if stored.complete else "interrupted (saved before it finished)"
-                widget = AssistantMessage(stored.content, meta=meta, stats=stored.stats)
-                await log.add(widget)
-                widget.set_colouring(self.colouring)
-
-    async def resume_last_chat(self) -> None:
-        chat_id = self.store.last_chat_id()
-        if chat_id is None:
-            await self.note("no saved chat to resume: this is a new one")
-            return
-        await self.show_conversation(Conversation.open(self.store, chat_id))
-        self.conversation.pair = self.options.pair_name

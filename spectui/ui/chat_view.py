@@ -4,6 +4,11 @@ A reply streams through Textual's `MarkdownStream`, which merges fragments when 
 faster than the widget can render, so code blocks render as they are typed. Each reply also
 keeps its (text, origin) pieces so it can be shown coloured by origin instead (toggled): tokens
 accepted from a draft model, from a lookup (n-gram, suffix) or from MTP heads, and the target's own.
+A reasoning model's thinking is cut from the stream (`spectui.chat.reasoning`) into a folding
+block above the answer (`spectui.ui.thinking`).
+
+User turns and replies carry `turn`, their index in the conversation, so an edited or
+regenerated turn and everything after it can be taken off the log (`ChatLog.remove_from_turn`).
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ from textual.widget import Widget
 from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownStream
 
+from spectui.chat.reasoning import Markers, ReasoningSplitter
 from spectui.engine.events import TARGET
+from spectui.ui.thinking import ThinkingBlock, pieces_text
 
 ORIGIN_STYLES = {"model": "green", "ngram": "cyan", "suffix": "cyan", "mtp": "magenta"}
 """Colour of tokens accepted from each drafter; the target's own tokens keep the default."""
@@ -44,9 +51,15 @@ def leading_blank(text: str) -> int:
 
 
 class UserMessage(Static):
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, turn: int | None = None, *, queued: bool = False) -> None:
         super().__init__(Text(text), classes="user-message")
-        self.border_title = "you"
+        self.text = text
+        self.turn = turn
+        self.set_queued(queued)
+
+    def set_queued(self, queued: bool) -> None:
+        self.border_title = "you · queued (sent once the models are ready; Escape cancels)" if queued else "you"
+        self.set_class(queued, "-queued")
 
 
 class NoteMessage(Static):
@@ -57,22 +70,30 @@ class NoteMessage(Static):
 
 
 class AssistantMessage(Vertical):
-    """One reply: Markdown while streaming, or coloured by token origin when toggled."""
+    """One reply: Markdown while streaming, or coloured by token origin when toggled; its
+    reasoning (if any) in a thinking block above it."""
+
+    can_focus = True  # so a click or Tab picks the reply that F9 copies
 
     def __init__(self, text: str = "", *, title: str = "assistant", streaming: bool = False,
                  pieces: Iterable[Piece] = (), meta: str = "",
-                 stats: dict[str, Any] | None = None) -> None:
+                 stats: dict[str, Any] | None = None, reasoning: str = "", turn: int | None = None) -> None:
         super().__init__(classes="assistant-message")
         self.border_title = title
+        self.turn = turn
         self.pieces: list[Piece] = list(pieces) or ([(text, TARGET)] if text else [])
+        """The answer's (text, origin) pieces."""
+        self.reasoning_pieces: list[Piece] = [(reasoning, TARGET)] if reasoning else []
         self._initial = text
         self._streaming = streaming
         self._stream: MarkdownStream | None = None
         self._head: str | None = ""
         """The streamed text while it is only blank lines (None once text has been shown)."""
+        self._splitter = ReasoningSplitter(None)
         self._meta = meta
         self.stats: dict[str, Any] = dict(stats or {})
         self.colouring = False
+        self.thinking = ThinkingBlock(reasoning, streaming=streaming, tokens=self.stats.get("thinking_tokens"))
 
     @property
     def streaming(self) -> bool:
@@ -84,10 +105,21 @@ class AssistantMessage(Vertical):
 
     @property
     def text(self) -> str:
+        """The answer (without the reasoning)."""
         return "".join(text for text, _ in self.pieces)
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(text for text, _ in self.reasoning_pieces).strip()
+
+    @property
+    def in_reasoning(self) -> bool:
+        """Still thinking: no answer text yet, and the stream is inside a reasoning block."""
+        return self._splitter.kind == "reasoning"
 
     def compose(self) -> ComposeResult:
         body = self._initial or self.text
+        yield self.thinking
         yield Markdown(body[leading_blank(body):], classes="body")
         yield Static(classes="coloured")
         yield Static(self._meta, classes="meta")
@@ -96,12 +128,24 @@ class AssistantMessage(Vertical):
         if self._streaming:
             self._stream = Markdown.get_stream(self.query_one(Markdown))
 
+    def split_reasoning(self, markers: Markers | None, starts_in_reasoning: bool) -> None:
+        """Before the first text: how to tell this reply's thinking from its answer."""
+        self._splitter = ReasoningSplitter(markers, "reasoning" if starts_in_reasoning else "answer")
+
     async def append(self, pieces: Iterable[Piece]) -> None:
-        new = list(pieces)
-        if not new:
+        await self._take([(kind, text, origin) for text, origin in pieces
+                          for kind, text in self._splitter.feed(text)])
+
+    async def _take(self, segments: list[tuple[str, str, str]]) -> None:
+        answer = [(text, origin) for kind, text, origin in segments if kind == "answer"]
+        thought = [(text, origin) for kind, text, origin in segments if kind == "reasoning"]
+        if thought:
+            self.reasoning_pieces.extend(thought)
+            self._show_reasoning()
+        if not answer:
             return
-        self.pieces.extend(new)
-        fragment = "".join(text for text, _ in new)
+        self.pieces.extend(answer)
+        fragment = "".join(text for text, _ in answer)
         if self._stream is not None:
             if self._head is not None:  # the Markdown starts at the first line with text in it
                 self._head += fragment
@@ -109,16 +153,27 @@ class AssistantMessage(Vertical):
                 fragment = "" if skip == len(self._head) else self._head[skip:]
                 if fragment:
                     self._head = None
+                    if self.reasoning_pieces:
+                        self.thinking.fold(self.stats.get("thinking_tokens"))
             if fragment:
                 await self._stream.write(fragment)
         if self.colouring:
             self._paint()
 
+    def _show_reasoning(self) -> None:
+        style = origin_style if self.colouring else None
+        self.thinking.show_text(pieces_text(self.reasoning_pieces, style), self._head is not None)
+
     async def finish(self, stats: dict[str, Any], meta: str) -> None:
+        held = self._splitter.flush()
+        if held:
+            await self._take([(kind, text, TARGET) for kind, text in held])
         self.stats = dict(stats)
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
+        if self.reasoning_pieces:
+            self.thinking.fold(self.stats.get("thinking_tokens"))
         self.set_meta(meta)
 
     def set_meta(self, meta: str) -> None:
@@ -130,6 +185,8 @@ class AssistantMessage(Vertical):
         self.set_class(on, "-coloured")
         if on:
             self._paint()
+        if self.reasoning_pieces:
+            self._show_reasoning()
 
     def coloured_text(self) -> Text:
         """The reply with accepted draft tokens in green, without its leading blank lines."""
@@ -176,3 +233,18 @@ class ChatLog(VerticalScroll):
     def last_reply(self) -> AssistantMessage | None:
         replies = [m for m in self.children if isinstance(m, AssistantMessage)]
         return replies[-1] if replies else None
+
+    def turn_widget(self, turn: int) -> UserMessage | AssistantMessage | None:
+        for child in self.children:
+            if isinstance(child, UserMessage | AssistantMessage) and child.turn == turn:
+                return child
+        return None
+
+    async def remove_from_turn(self, turn: int) -> None:
+        """Take the turn's widget, and everything shown after it, off the log."""
+        children = list(self.children)
+        first = next((i for i, child in enumerate(children)
+                      if isinstance(child, UserMessage | AssistantMessage) and child.turn is not None
+                      and child.turn >= turn), None)
+        if first is not None:
+            await self.remove_children(children[first:])

@@ -1,4 +1,4 @@
-"""The app's key actions (shown in the footer): K, speculation, comparison, colours, chats."""
+"""The app's key actions (shown in the footer): K, speculation, comparison, colours, stop, chats."""
 
 from __future__ import annotations
 
@@ -47,6 +47,12 @@ class Controls:
     begin_generation: Callable[[ReplyPurpose, Sequence[ChatMessage], DraftControl], None]
     show_conversation: Callable[[Conversation], Awaitable[None]]
     prepare_pair: Callable[[str, bool], Any]
+    new_conversation: Callable[[], Conversation]
+    cancel_queued: Callable[..., Awaitable[bool]]
+    cancel_edit: Callable[[], bool]
+    apply_chat_mode: Callable[[], None]
+    refresh_settings: Callable[[], None]
+    show_examples: Callable[[], Awaitable[None]]
 
     def action_k_up(self) -> None:
         self._step_k(+1)
@@ -107,7 +113,14 @@ class Controls:
             message.set_colouring(self.colouring)
         self.panel.show_legend(self.colouring)
 
-    def action_stop(self) -> None:
+    async def action_stop(self) -> None:
+        """Escape: stop the reply; else cancel the queued message; else stop editing."""
+        if self.busy is not None:
+            self.stop_reply()
+        elif not await self.cancel_queued() and self.cancel_edit():
+            self.notify("edit cancelled", timeout=2)
+
+    def stop_reply(self) -> None:
         if self.busy is not None:
             self.stop_requested.set()
             self.set_status("stopping…", None)
@@ -116,11 +129,14 @@ class Controls:
         await self.when_idle(self._new_chat)
 
     async def _new_chat(self) -> None:
-        self.conversation = Conversation(self.store, self.options.pair_name, self.options.system)
+        self.cancel_edit()
+        self.conversation = self.new_conversation()
         await self.log_view.remove_children()
         self.panel.start_reply()
         self.panel.state.notes = []
-        self.panel.show()
+        self.apply_chat_mode()
+        self.refresh_settings()
+        await self.show_examples()
         self.notify("new chat", timeout=2)
 
     async def when_idle(self, callback: Callable[[], Awaitable[None]]) -> None:
@@ -133,7 +149,7 @@ class Controls:
             await callback()
             return
         self.after_idle = callback
-        self.action_stop()
+        self.stop_reply()
 
     def action_open_chats(self) -> None:
         self.push_screen(ChatsScreen(self.store.list_chats()), self._open_chat)
@@ -143,14 +159,14 @@ class Controls:
             return
 
         async def reopen() -> None:
-            await self.show_conversation(Conversation.open(self.store, chat_id))
-            self.conversation.pair = self.options.pair_name
+            self.cancel_edit()
+            await self.show_conversation(Conversation.open(self.store, chat_id, self.options.chat_settings()))
 
         await self.when_idle(reopen)
 
     def choose_pair(self, name: str, pulled: bool) -> None:
         """From the pair picker: load a pulled pair, or pull it first (with progress)."""
-        self.action_stop()
+        self.stop_reply()
         self.ready = False
         self.set_status(f"{'opening' if pulled else 'pulling'} pair {name}…", None)
         self.prepare_pair(name, pulled)

@@ -12,6 +12,7 @@ from typing import Literal
 
 from textual.message import Message
 
+from spectui.chat.reasoning import Markers
 from spectui.engine.config import DraftLength
 from spectui.engine.drafters.spec import DrafterInfo
 from spectui.engine.events import CycleStats, Finished, GenerationStats
@@ -63,6 +64,17 @@ class EngineFailed(Message):
 
 
 @dataclass
+class ReplyStarted(Message):
+    """The prompt is made: how to tell the reply's thinking from its answer (before any text)."""
+
+    purpose: ReplyPurpose
+    markers: Markers | None
+    """The reasoning markers of this model's output (None: a continuation, nothing to split)."""
+    starts_in_reasoning: bool
+    """The template opened a reasoning block in the prompt: the reply starts inside it."""
+
+
+@dataclass
 class ReplyUpdate(Message):
     """A batch of streamed text and finished cycles (posted a few times a second)."""
 
@@ -79,6 +91,8 @@ class ReplyFinished(Message):
     finished: Finished
     speculation_off: bool
     """True when every cycle ran with K = 0: the reply's speed is a fresh baseline."""
+    thinking_tokens: int = 0
+    """Tokens of the reply that were reasoning (its markers included), counted on its tokens."""
 
 
 @dataclass

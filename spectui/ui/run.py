@@ -1,11 +1,23 @@
-"""`spectui chat`: resolve the pair, then run the app until the user quits."""
+"""`spectui chat`: resolve the pair, then run the app until the user quits.
+
+`--resume` without a pair or `--target` resumes with the models the last chat was recorded with
+when they are still there: they are named here, before anything is resolved, so the default pair
+is not built or loaded for nothing. When they are gone the default pair is resolved as usual and
+the app says why the chat continues with it (`spectui.ui.chat_actions.recorded_options`).
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import sqlite3
 import sys
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from spectui.errors import SpectuiError
 from spectui.session.options import options_from_args
 
 if TYPE_CHECKING:
@@ -15,7 +27,14 @@ if TYPE_CHECKING:
 def chat_command(args: argparse.Namespace) -> int:
     """Entry point from the CLI. A `SpectuiError` (e.g. pair not pulled) propagates to the CLI,
     which prints its one line, including the `spectui pull` command to run."""
-    options = options_from_args(args)
+    options = None
+    if args.resume and not (args.pair or args.target):
+        named, notice = with_recorded_models(args)
+        if notice is not None:
+            with contextlib.suppress(SpectuiError):  # a record that no longer resolves: as if none
+                options = replace(options_from_args(named), notice=notice)
+    if options is None:
+        options = options_from_args(args)
     from spectui.ui.app import SpectuiApp
 
     app = SpectuiApp(options)
@@ -33,3 +52,45 @@ def report_exit(app: SpectuiApp) -> int:
         print(f"spectui: {app.crash_line}", file=sys.stderr)
         return app.return_code or 1
     return app.return_code or 0
+
+
+def last_chat_models() -> tuple[str, dict[str, Any]]:
+    """The pair and models the last chat ran with, read without writing to the store (nothing
+    when there is no store, or it predates saved models, or it cannot be read)."""
+    from spectui.chat.salvage import open_readonly
+    from spectui.paths import chats_db_path
+
+    path = chats_db_path()
+    if not path.is_file():
+        return "", {}
+    with contextlib.suppress(sqlite3.Error, OSError, ValueError):
+        db = open_readonly(path)
+        try:
+            row = db.execute("SELECT pair, models FROM chats ORDER BY updated_at DESC, id DESC LIMIT 1").fetchone()
+        finally:
+            db.close()
+        if row is not None:
+            models = json.loads(row[1]) if row[1] else {}
+            return str(row[0] or ""), models if isinstance(models, dict) else {}
+    return "", {}
+
+
+def with_recorded_models(args: argparse.Namespace) -> tuple[argparse.Namespace, str | None]:
+    """`args` naming the last chat's models when they are available, and the line that says so."""
+    pair, models = last_chat_models()
+    name = str(models.get("pair") or pair or "")
+    target, draft = models.get("target"), models.get("draft")
+    drafter = args.drafter or models.get("drafter")
+    if name and name != "custom":
+        from spectui.catalog import resolve_pair
+
+        try:
+            resolve_pair(name)
+        except SpectuiError:
+            return args, None  # the app says why, and goes on with the default pair
+        named = argparse.Namespace(**{**vars(args), "pair": name, "drafter": drafter})
+    elif target and Path(target).is_file() and (not draft or Path(draft).is_file()):
+        named = argparse.Namespace(**{**vars(args), "target": target, "draft": draft, "drafter": drafter})
+    else:
+        return args, None
+    return named, f"resumed with the models this chat was recorded with ({Path(str(target or name)).name})"

@@ -19,7 +19,7 @@ from spectui.ui.summary import plural
 def chat_label(chat: ChatSummary) -> str:
     when = chat.updated_at[:16].replace("T", " ")
     title = chat.title or "(empty chat)"
-    return f"{title}  ·  {chat.pair or '?'}  ·  {plural(chat.n_messages, 'message')}  ·  {when}"
+    return f"{title}  ·  {chat.pair or '?'}  ·  {plural(chat.n_messages, 'message')}  ·  {when}  ·  chat {chat.id}"
 
 
 class ChatsScreen(ModalScreen[int | None]):

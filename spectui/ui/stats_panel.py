@@ -8,6 +8,7 @@ After a reply the panel keeps that reply's figures until the next one starts.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -24,6 +25,8 @@ from spectui.engine.events import CycleStats, GenerationStats
 from spectui.session.baseline import Baseline
 
 HIDDEN = "(hidden)"
+PERCENT = re.compile(r"\d+(?:\.\d+)?%")
+"""Acceptance during the calibration depends on K=auto's timed choices: hidden with the timings."""
 NONE_YET = "—"
 MIN_MEASURED_TOKENS = 16
 """A reply that decoded fewer tokens is too short for a speed ratio worth showing: a handful of
@@ -159,6 +162,33 @@ class PanelState:
     """What the calibration after load paid for in advance (warm start)."""
     measuring: bool = True
     """A model is loading and the baseline will be measured; False once that ended or failed."""
+    settings_line: str = ""
+    """The chat's settings in one line (`T=0.8 top-p 0.95 · seed 7 · thinking on`)."""
+    thinking_tokens: int | None = None
+    """Tokens of the reply's reasoning (None: it has none); counted on the reply's tokens at its end."""
+    thinking_tps: float = 0.0
+    """Decode speed while it was thinking (read when the answer began)."""
+    thinking_live: bool = False
+    """The reply is still thinking."""
+
+    def follow_thinking(self, still_thinking: bool) -> None:
+        """After a batch of a reply that has reasoning: count it while it lasts, then freeze."""
+        totals = self.totals
+        if still_thinking and totals is not None:
+            self.thinking_tokens, self.thinking_tps = totals.generated_tokens, totals.decode_tps
+            self.thinking_live = True
+        elif self.thinking_live:
+            self.thinking_live = False
+        elif self.thinking_tokens is None:
+            self.thinking_tokens = 0  # thought and answered within one batch: counted at the end
+
+    def thinking_value(self, show_timings: bool) -> str | None:
+        if self.thinking_tokens is None:
+            return None
+        if self.thinking_live:
+            return f"{self.thinking_tokens} tokens so far…"
+        speed = f" · {self.thinking_tps:.1f} tok/s" if show_timings and self.thinking_tps > 0 else ""
+        return f"{self.thinking_tokens} tokens{speed}"
 
 
 class StatsPanel(Vertical):
@@ -170,6 +200,7 @@ class StatsPanel(Vertical):
         self.state = PanelState()
 
     def compose(self) -> ComposeResult:
+        yield Static(id="settings-line")
         yield Static(id="figures")
         yield Label("acceptance per cycle", classes="spark-label")
         yield Sparkline([], id="accept-spark")
@@ -187,6 +218,7 @@ class StatsPanel(Vertical):
     def start_reply(self) -> None:
         self.state.totals = None
         self.state.cycles = []
+        self.state.thinking_tokens, self.state.thinking_tps, self.state.thinking_live = None, 0.0, False
         self.show()
 
     def show(self) -> None:
@@ -198,12 +230,16 @@ class StatsPanel(Vertical):
         grid.add_row("K (draft length)", state.k_label)
         for label, value in figures(state.totals, state.baseline, self.show_timings, state.measuring):
             grid.add_row(label, value)
+        if (thinking := state.thinking_value(self.show_timings)) is not None:
+            grid.add_row("thinking", thinking)
         self.query_one("#figures", Static).update(grid)
+        self.query_one("#settings-line", Static).update(Text(state.settings_line))
         self.query_one("#accept-spark", Sparkline).data = acceptance_series(state.cycles)
         speeds = speed_series(state.cycles) if self.show_timings else []
         self.query_one("#speed-spark", Sparkline).data = speeds
         self.query_one("#baseline-note", Static).update(self._baseline_note())
-        self.query_one("#panel-notes", Static).update("\n".join([*state.notes, state.warm_note]).strip())
+        warm = state.warm_note if self.show_timings else PERCENT.sub(HIDDEN, state.warm_note)
+        self.query_one("#panel-notes", Static).update("\n".join([*state.notes, warm]).strip())
 
     def _baseline_note(self) -> str:
         baseline = self.state.baseline

@@ -19,9 +19,9 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def reply_stats(finished: Finished, k_label: str) -> dict[str, Any]:
+def reply_stats(finished: Finished, k_label: str, thinking_tokens: int = 0) -> dict[str, Any]:
     stats = finished.stats
-    return {
+    figures: dict[str, Any] = {
         "reason": finished.reason,
         "tokens": stats.generated_tokens,
         "drafted": stats.drafted,
@@ -30,6 +30,9 @@ def reply_stats(finished: Finished, k_label: str) -> dict[str, Any]:
         "tps": stats.decode_tps,
         "k": k_label,
     }
+    if thinking_tokens:
+        figures["thinking_tokens"] = thinking_tokens
+    return figures
 
 
 def _number(value: object) -> float | None:
@@ -41,10 +44,12 @@ def _number(value: object) -> float | None:
 
 
 def meta_line(stats: dict[str, Any], show_timings: bool = True) -> str:
-    """E.g. `48 tokens · 71% accepted · 2.40 tok/pass · K=4 · 51.3 tok/s`."""
+    """E.g. `48 tokens (20 thinking) · 71% accepted · 2.40 tok/pass · K=4 · 51.3 tok/s`."""
     if not stats:
         return ""
     parts = [plural(int(_number(stats.get("tokens")) or 0), "token")]
+    if thinking := _number(stats.get("thinking_tokens")):
+        parts[0] += f" ({int(thinking)} thinking)"
     if (acceptance := _number(stats.get("acceptance"))) is not None:
         parts.append(f"{acceptance:.0%} accepted")
         parts.append(f"{_number(stats.get('mean_accepted')) or 0:.2f} tok/pass")

@@ -12,14 +12,15 @@ import io
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from textual import work
 from textual.message import Message
 from textual.worker import get_current_worker
 from tqdm import tqdm
 
-from spectui.chat.template import ChatMessage
+from spectui.chat.reasoning import Markers, count_tokens_through, split_text
+from spectui.chat.template import ChatMessage, PromptStyle
 from spectui.engine.config import DraftControl, GenerationConfig
 from spectui.engine.events import CycleStats, Event, Finished, GenerationStats, Progress, TextPiece
 from spectui.errors import LoadCancelled, SpectuiError
@@ -35,6 +36,7 @@ from spectui.ui.messages import (
     PairReady,
     ReplyFinished,
     ReplyPurpose,
+    ReplyStarted,
     ReplyUpdate,
 )
 
@@ -53,13 +55,32 @@ def unexpected(error: Exception, doing: str) -> str:
     return report(error, doing)
 
 
+@dataclass(frozen=True)
+class Thinking:
+    """How to count a finished reply's thinking tokens: its markers, where it starts, and the
+    bytes of each token (the target's `token_bytes`)."""
+
+    markers: Markers | None
+    starts_in_reasoning: bool
+    token_bytes: Callable[[int], bytes]
+
+    def tokens(self, finished: Finished) -> int:
+        split = split_text(finished.text, self.markers, self.starts_in_reasoning)
+        if not split.reasoning_end:
+            return 0
+        pieces = (self.token_bytes(token) for token in finished.tokens)
+        return count_tokens_through(pieces, finished.text, split.reasoning_end)
+
+
 class ReplyBatcher:
     """Collects a generation's events and posts them in batches a few times a second."""
 
-    def __init__(self, post: Post, purpose: ReplyPurpose, interval: float = UPDATE_INTERVAL) -> None:
+    def __init__(self, post: Post, purpose: ReplyPurpose, interval: float = UPDATE_INTERVAL,
+                 thinking: Thinking | None = None) -> None:
         self.post = post
         self.purpose = purpose
         self.interval = interval
+        self.thinking = thinking
         self.pieces: list[tuple[str, str]] = []
         self.cycles: list[CycleStats] = []
         self.totals: GenerationStats | None = None
@@ -78,7 +99,8 @@ class ReplyBatcher:
         elif isinstance(event, Finished):
             self.flush()
             speculation_off = self.any_cycle and self.all_plain
-            self.post(ReplyFinished(self.purpose, event, speculation_off))
+            thinking = self.thinking.tokens(event) if self.thinking is not None else 0
+            self.post(ReplyFinished(self.purpose, event, speculation_off, thinking))
             return
         if time.monotonic() - self._last_post >= self.interval:
             self.flush()
@@ -200,7 +222,7 @@ class EngineWorkers:
 
     @work(thread=True, exclusive=True, group="engine", exit_on_error=False)
     def generate_reply(self, messages: Sequence[ChatMessage], config: GenerationConfig,
-                       control: DraftControl, purpose: ReplyPurpose) -> None:
+                       control: DraftControl, purpose: ReplyPurpose, style: PromptStyle | None = None) -> None:
         worker = get_current_worker()
         stop = self.stop_requested
 
@@ -210,9 +232,13 @@ class EngineWorkers:
         batcher = ReplyBatcher(self.post_message, purpose, self.update_interval)
         try:
             with self.session.lock:
-                prompt = self.session.prompt_tokens(messages)
-                generator, chat_format = self.session.generator, self.session.chat_format
-                assert generator is not None and chat_format is not None
+                generator, loaded_format = self.session.generator, self.session.chat_format
+                assert generator is not None and loaded_format is not None
+                chat_format = loaded_format.switched(style.mode if style else "")
+                prompt = chat_format.prompt_tokens(generator.target, messages, style)
+                opens = chat_format.opens_reasoning(messages, style)
+                self.post_message(ReplyStarted(purpose, chat_format.markers, opens))
+                batcher.thinking = Thinking(chat_format.markers, opens, generator.target.token_bytes)
                 config = replace(config, stop=(*config.stop, *chat_format.stop_strings))
                 for event in generator.generate(prompt, config, control, cancelled=cancelled):
                     batcher.add(event)

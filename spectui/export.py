@@ -1,0 +1,178 @@
+"""A saved chat as Markdown or JSON: `spectui export` and the app's export key (F10).
+
+Markdown is for reading: the turns in order, each reply's reasoning in a folded `<details>`
+block, and under each reply its figures (tokens, acceptance, tokens per pass, K, speed) from the
+stats saved with it. JSON is everything stored: the chat's row (title, pair, settings, mode,
+models) and every message with its stats and reasoning.
+
+The command reads the store without writing to it (read-only, through the salvage reader, so a
+store from an older version or with a damaged page still exports what can be read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from spectui.chat.settings import ChatSettings
+from spectui.chat.store import ChatInfo, ChatStore, StoredMessage
+from spectui.errors import SpectuiError
+from spectui.ui.summary import meta_line, plural
+
+Format = Literal["md", "json"]
+FORMATS: tuple[Format, ...] = ("md", "json")
+JSON_FORMAT = "spectui-chat"
+JSON_VERSION = 1
+
+
+class ExportError(SpectuiError):
+    """No such chat, nothing saved, or the file cannot be written."""
+
+
+@dataclass(frozen=True)
+class ChatExport:
+    info: ChatInfo
+    messages: list[StoredMessage]
+
+
+def read_chat(store: Any, chat_id: int) -> ChatExport:
+    """The chat's row and messages from `store` (a `ChatStore` or the app's `SafeStore`)."""
+    info = store.chat_info(chat_id)
+    if info is None:
+        raise ExportError(f"no saved chat has id {chat_id}: `spectui export` lists them")
+    return ChatExport(info, store.messages(chat_id))
+
+
+def to_markdown(chat: ChatExport) -> str:
+    info = chat.info
+    lines = [f"# {info.title or 'Untitled chat'}", ""]
+    lines += [f"- {fact}" for fact in _facts(info)]
+    for message in chat.messages:
+        lines += ["", *_message_markdown(message)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _facts(info: ChatInfo) -> list[str]:
+    facts = [f"chat {info.id}, started {_when(info.created_at)}, last changed {_when(info.updated_at)}"]
+    models = info.models
+    if info.pair or models:
+        files = " + ".join(Path(str(p)).name for p in (models.get("target"), models.get("draft")) if p)
+        facts.append(f"pair {info.pair or '?'}" + (f" ({files})" if files else ""))
+    if info.mode:
+        facts.append(f"mode: {info.mode}")
+    if info.settings:
+        facts.append(f"settings: {ChatSettings.from_stored(info.settings).describe()}")
+    return facts
+
+
+def _when(stamp: str) -> str:
+    return stamp[:16].replace("T", " ")
+
+
+def _message_markdown(message: StoredMessage) -> list[str]:
+    if message.role == "system":
+        return ["## System prompt", "", message.content]
+    if message.role == "user":
+        return ["## You", "", message.content]
+    lines = ["## Assistant", ""]
+    if message.reasoning:
+        tokens = message.stats.get("thinking_tokens")
+        counted = f" ({plural(tokens, 'token')})" if isinstance(tokens, int) else ""
+        lines += [f"<details><summary>Thinking{counted}</summary>", "", message.reasoning, "", "</details>", ""]
+    lines.append(message.content.strip("\n"))
+    figures = meta_line(message.stats) if message.complete else "interrupted (saved before it finished)"
+    if figures:
+        lines += ["", f"*{figures}*"]
+    return lines
+
+
+def to_json(chat: ChatExport) -> str:
+    document = {
+        "format": JSON_FORMAT,
+        "version": JSON_VERSION,
+        "chat": asdict(chat.info),
+        "messages": [asdict(message) for message in chat.messages],
+    }
+    return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+
+
+def render(chat: ChatExport, fmt: Format) -> str:
+    return to_json(chat) if fmt == "json" else to_markdown(chat)
+
+
+def write(text: str, path: Path) -> Path:
+    """Write `text` to `path`; one line when that is impossible."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise ExportError(f"cannot write the export to {path} ({reason}): choose another file with -o") from None
+    return path.resolve()
+
+
+def default_path(chat_id: int, fmt: Format, directory: Path | None = None) -> Path:
+    """`spectui-chat-7.md` in `directory` (default: the current one)."""
+    return (directory or Path.cwd()) / f"spectui-chat-{chat_id}.{fmt}"
+
+
+# ----- `spectui export` -------------------------------------------------------------------------
+
+
+def export_command(args: argparse.Namespace) -> int:
+    if args.chat_id is not None and args.last:
+        raise ExportError("give a chat id or --last, not both")
+    store = open_saved_chats()
+    try:
+        if args.chat_id is None and not args.last:
+            return list_chats(store)
+        chat_id = args.chat_id if args.chat_id is not None else store.last_chat_id()
+        if chat_id is None:
+            raise ExportError(f"no saved chats yet in {saved_chats_path()}")
+        chat = read_chat(store, chat_id)
+    finally:
+        store.close()
+    fmt = args.format or _format_of(args.output)
+    text = render(chat, fmt)
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    written = write(text, Path(args.output).expanduser())
+    print(f"spectui: chat {chat.info.id} exported to {written}", file=sys.stderr)
+    return 0
+
+
+def _format_of(output: str | None) -> Format:
+    return "json" if output is not None and output.lower().endswith(".json") else "md"
+
+
+def saved_chats_path() -> Path:
+    from spectui.paths import chats_db_path
+
+    return chats_db_path()
+
+
+def open_saved_chats() -> ChatStore:
+    """Every readable chat, copied into memory from the store file without writing to it."""
+    from spectui.chat.salvage import salvage
+
+    path = saved_chats_path()
+    if not path.is_file():
+        raise ExportError(f"no saved chats yet ({path} does not exist)")
+    store = ChatStore(None)
+    salvage(path, store)
+    return store
+
+
+def list_chats(store: ChatStore) -> int:
+    chats = store.list_chats(limit=1_000_000)
+    if not chats:
+        raise ExportError(f"no saved chats yet in {saved_chats_path()}")
+    for chat in chats:
+        title = " ".join(chat.title.split()) or "(empty chat)"
+        print(f"{chat.id:>5}  {_when(chat.updated_at)}  {plural(chat.n_messages, 'message'):>12}  {title}")
+    print("export one: spectui export ID [--format md|json] [-o FILE], or --last", file=sys.stderr)
+    return 0

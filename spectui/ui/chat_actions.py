@@ -1,0 +1,279 @@
+"""What the app does with whole chats: show and resume them (with the models and mode they were
+recorded with), their settings screen, thinking on/off, copy a reply, export. Mixed into
+`SpectuiApp`.
+
+`--resume` without models named on the command line reopens the last chat with the pair it last
+ran with (a catalog pair by name, other models by their files); when that pair is not available
+any more, one line says why and the chat continues with the pair the command line resolved.
+A chat's mode (chat or completion) comes back with it unless `--mode` was given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from textual import events
+
+from spectui.chat.conversation import Conversation
+from spectui.chat.safe_store import SafeStore
+from spectui.chat.settings import EFFORTS, ChatSettings
+from spectui.engine.config import DraftControl
+from spectui.engine.drafters.spec import DrafterSpec
+from spectui.errors import SpectuiError
+from spectui.session.loaded import EngineSession
+from spectui.session.options import ChatOptions
+from spectui.ui import summary
+from spectui.ui.chat_view import AssistantMessage, ChatLog, UserMessage
+from spectui.ui.messages import ReplyPurpose
+from spectui.ui.prompt import PromptInput
+from spectui.ui.settings_screen import SettingsResult, SettingsScreen
+from spectui.ui.stats_panel import StatsPanel
+
+CUSTOM = "custom"
+"""The pair name of models given as files (`--target`/`--draft`), not a catalog pair."""
+
+
+def models_record(options: ChatOptions) -> dict[str, Any]:
+    """What a chat keeps of the models it runs with (what `--resume` reopens it with)."""
+    draft = options.drafter.draft
+    return {"pair": options.pair_name, "target": str(options.target), "draft": str(draft) if draft else None,
+            "drafter": options.drafter.kind}
+
+
+def recorded_options(options: ChatOptions, pair: str, models: dict[str, Any]) -> tuple[ChatOptions | None, str]:
+    """The options to reopen a chat with its recorded models: (options, "") when they differ
+    from `options` and are available, (None, why) when they are not, (None, "") when the chat
+    runs with `options` anyway (the same models, or none recorded)."""
+    name = str(models.get("pair") or pair or "")
+    target = models.get("target")
+    if not name and not target:
+        return None, ""
+    if name == options.pair_name and (name != CUSTOM or str(options.target) == target):
+        return None, ""
+    kind = str(models.get("drafter") or options.drafter.kind)
+    if name and name != CUSTOM:
+        from spectui.catalog import resolve_pair
+
+        try:
+            resolved = resolve_pair(name)
+        except SpectuiError as error:
+            return None, unavailable(f"pair {name}", str(error), options)
+        spec = DrafterSpec(kind, resolved.draft_model, options.drafter.draft_n_gpu_layers)
+        return replace(options, pair_name=name, target=resolved.target, drafter=spec, k=resolved.recommended_k), ""
+    if not target:
+        return None, ""
+    target_path = Path(str(target))
+    draft_path = Path(str(models["draft"])) if models.get("draft") else None
+    files = [target_path, *([draft_path] if draft_path else [])]
+    if (missing := next((f for f in files if not f.is_file()), None)) is not None:
+        named = " + ".join(f.name for f in files)
+        return None, unavailable(named, f"{missing} is not there any more", options)
+    spec = DrafterSpec(kind, draft_path, options.drafter.draft_n_gpu_layers)
+    return replace(options, pair_name=CUSTOM, target=target_path, drafter=spec), ""
+
+
+def unavailable(what: str, why: str, options: ChatOptions) -> str:
+    return (f"this chat was recorded with {what}, which is not available now ({why}); "
+            f"it continues with {options.models_label}")
+
+
+class ChatActions:
+    """Mixed into `SpectuiApp` (which provides what is declared here, annotations only)."""
+
+    options: ChatOptions
+    conversation: Conversation
+    store: SafeStore
+    session: EngineSession
+    draft_control: DraftControl
+    mode: str
+    loaded_mode: str
+    colouring: bool
+    busy: ReplyPurpose | None
+    export_dir: Path | None
+    log_view: ChatLog
+    panel: StatsPanel
+    prompt: PromptInput
+    sub_title: str
+    notify: Callable[..., None]
+    note: Callable[..., Awaitable[None]]
+    push_screen: Callable[..., Any]
+    focused: Any
+    copy_to_clipboard: Callable[[str], None]
+    subtitle: Callable[[ChatOptions], str]
+    show_examples: Callable[[], Awaitable[None]]
+
+    # ----- showing chats -----------------------------------------------------------------------
+
+    async def show_conversation(self, conversation: Conversation) -> None:
+        """Replace the log with a stored conversation (resume, or picked from the list)."""
+        self.conversation = conversation
+        log = self.log_view
+        await log.remove_children()
+        if conversation.system:
+            await self.note(f"system prompt: {conversation.system}")
+        for turn, message in enumerate(conversation.messages):
+            if message.role == "user":
+                await log.add(UserMessage(message.content, turn))
+            elif message.role == "assistant":
+                await log.add(self.stored_reply(conversation, turn))
+        self.apply_chat_mode()
+        self.refresh_settings()
+
+    def stored_reply(self, conversation: Conversation, turn: int) -> AssistantMessage:
+        message, stats = conversation.messages[turn], conversation.stats(turn)
+        meta = ("interrupted (saved before it finished)" if conversation.interrupted(turn)
+                else summary.meta_line(stats, self.options.show_timings))
+        widget = AssistantMessage(message.content, meta=meta, stats=stats, reasoning=message.reasoning, turn=turn)
+        widget.set_colouring(self.colouring)
+        return widget
+
+    def chat_mode(self, conversation: Conversation) -> str:
+        """The mode this chat runs in with the loaded model: its own unless `--mode` was given."""
+        loaded = self.session.chat_format
+        if loaded is None:
+            return conversation.mode or self.mode
+        if conversation.mode and not self.options.mode_named:
+            return loaded.switched(conversation.mode).mode
+        return self.loaded_mode or loaded.mode
+
+    def apply_chat_mode(self) -> None:
+        if self.session.chat_format is not None:
+            self.mode = self.chat_mode(self.conversation)
+            self.sub_title = self.subtitle(self.options)
+
+    async def resume_last_chat(self) -> None:
+        chat_id = self.store.last_chat_id()
+        if chat_id is None:
+            await self.note("no saved chat to resume: this is a new one")
+            return
+        conversation = Conversation.open(self.store, chat_id, self.options.chat_settings())
+        await self.show_conversation(conversation)
+        if self.options.models_named:
+            return
+        options, line = recorded_options(self.options, conversation.pair, conversation.models)
+        if options is not None:
+            self.options, self.draft_control = options, options.draft_control()
+            await self.note(f"resumed with the models this chat was recorded with: {options.models_label}")
+        elif line:
+            self.notify(line, severity="warning", timeout=12)
+            await self.note(line, "warning")
+
+    def new_conversation(self) -> Conversation:
+        """A new chat, with the settings and system prompt of the one it replaces."""
+        old = self.conversation
+        return Conversation(self.store, self.options.pair_name, old.system, old.settings)
+
+    # ----- settings, thinking ------------------------------------------------------------------
+
+    def settings_line(self) -> str:
+        settings = self.conversation.settings
+        line = settings.describe()
+        switch = self.thinking_switch()
+        if switch == "enable_thinking":
+            line += f" · thinking {'on' if settings.thinking else 'off'}"
+        elif switch == "reasoning_effort":
+            line += f" · effort {settings.reasoning_effort}"
+        return line
+
+    def refresh_settings(self) -> None:
+        self.panel.state.settings_line = self.settings_line()
+        self.panel.show()
+
+    def thinking_switch(self) -> str | None:
+        loaded = self.session.chat_format
+        return loaded.switched(self.mode).thinking_switch if loaded is not None else None
+
+    def action_settings(self) -> None:
+        conversation = self.conversation
+        screen = SettingsScreen(conversation.settings, conversation.system, self.mode,
+                                self.thinking_switch())  # type: ignore[arg-type]
+        self.push_screen(screen, self._apply_settings)
+
+    async def _apply_settings(self, result: SettingsResult | None) -> None:
+        if result is None:
+            return
+        conversation = self.conversation
+        system_changed = (result.system or None) != conversation.system
+        mode = result.mode
+        if self.session.chat_format is not None:
+            mode = self.session.chat_format.switched(mode).mode
+        conversation.update(settings=result.settings, system=result.system, mode=mode)
+        self.apply_chat_mode()
+        self.refresh_settings()
+        await self.show_examples()
+        said = f"settings saved, from the next reply: {self.settings_line()}"
+        if system_changed:
+            said += f"; system prompt: {result.system}" if result.system else "; no system prompt"
+        self.notify(said, timeout=6)
+        await self.note(said)
+
+    def action_toggle_thinking(self) -> None:
+        switch = self.thinking_switch()
+        settings: ChatSettings = self.conversation.settings
+        if switch == "enable_thinking":
+            settings = settings.model_copy(update={"thinking": not settings.thinking})
+            said = f"thinking {'on' if settings.thinking else 'off'}, from the next reply"
+        elif switch == "reasoning_effort":
+            effort = EFFORTS[(EFFORTS.index(settings.reasoning_effort) + 1) % len(EFFORTS)]
+            settings = settings.model_copy(update={"reasoning_effort": effort})
+            said = f"reasoning effort {effort}, from the next reply"
+        else:
+            self.notify("this model's chat template has no thinking switch (enable_thinking or reasoning_effort)")
+            return
+        self.conversation.update(settings=settings)
+        self.refresh_settings()
+        self.notify(said, timeout=3)
+
+    # ----- copy, export ------------------------------------------------------------------------
+
+    def chosen_reply(self) -> AssistantMessage | None:
+        """The reply that has the focus (clicked, or reached with Tab), else the last one."""
+        node = self.focused
+        while node is not None and not isinstance(node, AssistantMessage):
+            node = node.parent
+        return node if isinstance(node, AssistantMessage) else self.log_view.last_reply()
+
+    def on_key(self, event: events.Key) -> None:
+        """Typing while a reply has the focus (picked for F9 with a click or Tab) goes on in the
+        message box, as if the focus had never left it."""
+        if event.is_printable and event.character and isinstance(self.focused, AssistantMessage):
+            event.stop()
+            self.prompt.focus()
+            self.prompt.insert(event.character)
+
+    def action_copy_reply(self) -> None:
+        reply = self.chosen_reply()
+        if reply is None or not reply.text.strip():
+            self.notify("no reply to copy yet")
+            return
+        text = reply.text.strip("\n")
+        self.copy_to_clipboard(text)
+        self.notify(f"reply copied to the clipboard ({summary.plural(len(text), 'character')}; "
+                    "through the terminal, OSC 52)", timeout=4)
+
+    async def action_export(self, fmt: str = "md") -> None:
+        from spectui import export, paths
+
+        chat_id = self.conversation.chat_id
+        if chat_id is None or not self.conversation.messages:
+            self.notify("nothing to export yet: send a message first")
+            return
+        kind: export.Format = "json" if fmt == "json" else "md"
+        try:
+            text = export.render(export.read_chat(self.store, chat_id), kind)
+            try:
+                where = export.write(text, export.default_path(chat_id, kind, self.export_dir))
+            except SpectuiError:  # the current directory is not writable: spectui's own
+                folder = paths.data_dir() / "exports"
+                folder.mkdir(parents=True, exist_ok=True)
+                where = export.write(text, export.default_path(chat_id, kind, folder))
+        except (SpectuiError, OSError) as error:
+            self.notify(f"export failed: {error}", severity="error", timeout=10)
+            await self.note(f"export failed: {error}", "error")
+            return
+        self.notify(f"chat exported to {where}", timeout=8)
+        await self.note(f"chat exported to {where}")
+

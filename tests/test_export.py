@@ -1,0 +1,123 @@
+"""`spectui export` end to end, through `spectui.cli.main`, on a real store in a fresh home."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from test_chat_history import version_1_store
+
+from spectui.chat.conversation import Conversation
+from spectui.chat.settings import ChatSettings
+from spectui.chat.store import ChatStore
+from spectui.cli import main
+from spectui.paths import chats_db_path
+
+STATS = {"reason": "eos", "tokens": 42, "drafted": 40, "acceptance": 0.75, "mean_accepted": 2.5, "tps": 88.0,
+         "k": "4", "thinking_tokens": 6}
+
+
+def saved_chats(home: Path) -> tuple[int, int]:
+    """Two chats: a reasoning one (with settings, mode, models) and a later plain one."""
+    store = ChatStore(chats_db_path())
+    first = Conversation(store, "tiny", "Be brief.", ChatSettings(temperature=0.8, seed=7))
+    first.update(mode="chat", models={"pair": "tiny", "target": "/models/target.gguf", "draft": "/models/draft.gguf"})
+    first.add_user("How many gears?")
+    first.start_reply()
+    first.finish_reply("\n\nFour **gears**.", STATS, "Let me count.")
+    second = Conversation(store, "tiny")
+    second.add_user("Second chat")
+    second.start_reply()
+    second.finish_reply("Hello", {"tokens": 1})
+    store.close()
+    assert first.chat_id is not None and second.chat_id is not None
+    return first.chat_id, second.chat_id
+
+
+def test_markdown_has_the_turns_thinking_settings_and_each_replys_figures(spectui_home: Path, capsys) -> None:
+    first, _ = saved_chats(spectui_home)
+    assert main(["export", str(first)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("# How many gears?\n")
+    assert "- pair tiny (target.gguf + draft.gguf)" in text and "- mode: chat" in text
+    assert "- settings: T=0.8 top-p 0.95 top-k 40 min-p 0.05 · seed 7" in text
+    assert "## System prompt\n\nBe brief." in text and "## You\n\nHow many gears?" in text
+    assert "<details><summary>Thinking (6 tokens)</summary>\n\nLet me count.\n\n</details>" in text
+    assert "Four **gears**.\n\n*42 tokens (6 thinking) · 75% accepted · 2.50 tok/pass · K=4 · 88.0 tok/s*" in text
+
+
+def test_json_is_everything_stored_and_last_is_the_chat_changed_last(spectui_home: Path, tmp_path: Path,
+                                                                     capsys) -> None:
+    first, second = saved_chats(spectui_home)
+    out = tmp_path / "chat.json"
+    assert main(["export", "--last", "-o", str(out)]) == 0
+    assert f"chat {second} exported to {out}" in capsys.readouterr().err
+    document = json.loads(out.read_text())
+    assert document["format"] == "spectui-chat" and document["chat"]["id"] == second
+    assert main(["export", str(first), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["chat"]["settings"]["temperature"] == 0.8 and document["chat"]["models"]["pair"] == "tiny"
+    reply = document["messages"][-1]
+    assert (reply["role"], reply["reasoning"], reply["stats"], reply["complete"]) == \
+        ("assistant", "Let me count.", STATS, True)
+    assert [m["role"] for m in document["messages"]] == ["system", "user", "assistant"]
+
+
+def test_without_an_id_the_chats_are_listed(spectui_home: Path, capsys) -> None:
+    first, second = saved_chats(spectui_home)
+    assert main(["export"]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[0].split()[0] == str(second) and lines[0].endswith("Second chat")
+    assert lines[1].split()[0] == str(first) and "3 messages" in lines[1]
+    assert "spectui export ID" in captured.err
+
+
+def test_a_store_of_an_older_version_is_exported_without_being_changed(spectui_home: Path, capsys) -> None:
+    chats_db_path().parent.mkdir(parents=True)
+    version_1_store(chats_db_path())
+    before = chats_db_path().read_bytes()
+    assert main(["export", "1"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("# old chat 1\n") and "chat 1 message 1" in text and "*3 tokens*" in text
+    assert chats_db_path().read_bytes() == before  # not migrated: read-only (SQLite may add a -shm beside it)
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["export", "99"], "no saved chat has id 99"),
+    (["export", "1", "--last"], "give a chat id or --last, not both"),
+    (["export", "0"], "export chat_id: must be a whole number from 1"),
+])
+def test_bad_requests_are_one_line(spectui_home: Path, capsys, argv: list[str], expected: str) -> None:
+    saved_chats(spectui_home)
+    with pytest.raises(SystemExit) if argv[1] == "0" else _nothing():
+        code = main(argv)
+        assert code == 1
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_no_chats_and_an_unwritable_file_are_one_line(spectui_home: Path, tmp_path: Path, capsys) -> None:
+    assert main(["export", "--last"]) == 1
+    err = capsys.readouterr().err
+    assert "no saved chats yet" in err and err.count("\n") == 1
+    saved_chats(spectui_home)
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    assert main(["export", "--last", "-o", str(blocked / "chat.md")]) == 1
+    err = capsys.readouterr().err
+    assert "cannot write the export to" in err and "choose another file with -o" in err and err.count("\n") == 1
+    if os.geteuid() != 0:  # root writes anywhere
+        readonly = tmp_path / "ro"
+        readonly.mkdir(mode=0o500)
+        assert main(["export", "--last", "-o", str(readonly / "chat.md")]) == 1
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return False
