@@ -203,7 +203,7 @@ def read_metadata(path: Path) -> dict[str, MetaValue | None]:
     check_readable(path)
     header = read_header(path)
     if header is None:
-        raise ModelLoadError(f"{path.name}: its GGUF header is damaged or truncated")
+        raise ModelLoadError(f"{path} cannot be used: {diagnose(path)}")
     return {key: None if isinstance(value, ArrayInfo) else value for key, value in header.metadata.items()}
 
 
