@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,7 @@ from spectui.engine.autodraft import AutoDraft
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig
 from spectui.engine.drafters.base import Budget, CappedBudget, Drafter, FixedBudget
 from spectui.engine.drafters.chain import ChainDrafter
-from spectui.engine.drafters.spec import BuildContext, DrafterInfo, DrafterSpec
+from spectui.engine.drafters.spec import BuildContext, DrafterInfo, DrafterSpec, HistorySource
 from spectui.engine.events import TARGET, CycleStats, Event, Finished, GenerationStats, Progress, StopReason
 from spectui.engine.model import LlamaModel, ProgressCallback
 from spectui.engine.speculative import pick, speculative_step
@@ -207,12 +207,13 @@ def load_generator(
     n_gpu_layers: int | None = None,
     n_threads: int | None = None,
     progress: ProgressCallback | None = None,
-    history: Callable[[], Iterable[list[int]]] | None = None,
+    history: HistorySource | None = None,
 ) -> Generator:
     """Load the target, build the drafters the spec asks for, and return a ready `Generator`.
 
     `drafter` may also be a draft GGUF's path (the default drafters with that draft model).
-    `progress` receives 0..1 over all loads (the target is most of the work).
+    `progress` receives 0..1 over all loads (the target is most of the work). `history` gives
+    the drafters that learn from past conversations (`suffix`) the user's past chats.
     """
     spec = drafter if isinstance(drafter, DrafterSpec) else DrafterSpec(draft=_path(drafter))
     registry.check_spec(spec)

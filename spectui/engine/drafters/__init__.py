@@ -28,8 +28,12 @@ __all__ = ["AUTO_KIND", "KINDS", "NONE_KIND", "BuildContext", "DrafterKind", "Dr
 KINDS: Mapping[str, DrafterKind] = {kind.name: kind for kind in (
     DrafterKind("model", "a draft model: a smaller GGUF with the target's tokenizer (--draft)",
                 needs_draft_file=True, rank=2, module="model"),
+    DrafterKind("ngram", "prompt lookup: what followed the last few tokens earlier in the chat (free, no draft)",
+                needs_draft_file=False, rank=0, module="ngram"),
+    DrafterKind("suffix", "suffix decoding: the likeliest continuation from this chat and your past chats "
+                "(free, no draft)", needs_draft_file=False, rank=0, module="suffix"),
 )}
-DEFAULT_ORDER = ("model",)
+DEFAULT_ORDER = ("model+suffix", "model", "suffix")
 """What `auto` picks, best first (from the measurements in docs/BENCHMARKS.md)."""
 
 
