@@ -36,9 +36,10 @@ from spectui.engine.drafters.base import Budget
 ALONE_MIN_SCORE = 0.5
 """Expected accepted tokens a lone lookup's proposal must promise before K = auto has measured
 the verify pass (what a 2-row verify costs over a plain step on the demo pair's CPU)."""
-CHAINED_MIN_SCORE = 1.5
+CHAINED_MIN_SCORE = 2.0
 """Expected accepted tokens a lookup ahead of a draft model must promise before K = auto has
-measured both (the demo pair's model yields about 1.7x at T = 0)."""
+measured both (the demo pair's model yields about 1.7x at T = 0, and a lookup's first matches,
+still judged by the prior alone, must not take cycles from it: 5 tokens at the prior promise 1.7)."""
 CHAINED_MIN_FRACTION = 0.8
 """With a small K, a chained lookup needs score >= this x k instead (K = 1: the first token at
 >= 0.8), so it can still win a cycle from the draft model."""
