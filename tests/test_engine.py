@@ -10,6 +10,7 @@ import pytest
 from conftest import EOS_PROMPT
 
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
+from spectui.engine.drafters import DrafterSpec
 from spectui.engine.drafters.base import FixedBudget
 from spectui.engine.events import Finished, Progress, TextPiece
 from spectui.engine.generator import Generator, load_generator
@@ -22,7 +23,7 @@ PROMPTS = ["The story of the wind", "Hello there, what is in the", "in the in th
 
 @pytest.fixture(scope="module")
 def generator(tiny_pair) -> Generator:
-    gen = load_generator(tiny_pair.target, tiny_pair.draft, n_ctx=1024)
+    gen = load_generator(tiny_pair.target, DrafterSpec(kind="model", draft=tiny_pair.draft), n_ctx=1024)
     yield gen
     gen.close()
 
@@ -51,7 +52,7 @@ def test_greedy_speculation_equals_target_greedy_for_every_k(generator, prompt):
 
 
 def test_eos_inside_an_accepted_draft_run_ends_the_reply_identically(eos_pair):
-    gen = load_generator(eos_pair.target, eos_pair.draft, n_ctx=512)
+    gen = load_generator(eos_pair.target, DrafterSpec(kind="model", draft=eos_pair.draft), n_ctx=512)
     try:
         baseline, _ = run(gen, EOS_PROMPT, 0, max_tokens=64)
         assert baseline.reason == "eos"
@@ -207,10 +208,10 @@ def test_cancel_stops_between_cycles(generator):
 
 def test_paths_are_accepted_as_strings(tiny_pair):
     gen = load_generator(str(tiny_pair.target), None, n_ctx=64)
-    try:
-        assert not gen.can_speculate and gen.drafter() is None
+    try:  # no draft model: the lookups that need none (suffix by default)
+        assert "model" not in gen.kinds and gen.default_kind == "suffix"
         final, _ = run(gen, PROMPTS[0], AUTO, max_tokens=5)
-        assert final.stats.drafted == 0 and len(final.tokens) == 5
+        assert len(final.tokens) == 5 and set(final.stats.by_source) <= {"suffix"}
     finally:
         gen.close()
 
