@@ -16,7 +16,7 @@ from collections import Counter
 import numpy as np
 import pytest
 from test_lossless_sampling import N_STEPS, PURE, chi_square_pvalue, exact_distribution
-from test_ui_app import SIZE, GatedApp, figures_text, held, options, ready, run_async, send, shown, until
+from test_ui_app import SIZE, GatedApp, RecordingApp, figures_text, held, options, ready, run_async, send, shown, until
 from textual.widgets import Static
 
 from spectui.chat.store import ChatStore
@@ -26,12 +26,15 @@ from spectui.engine import speculative
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.drafters import DrafterSpec
 from spectui.engine.drafters.base import FixedBudget
+from spectui.engine.drafters.lookup_gate import Calibration
 from spectui.engine.drafters.ngram import NgramDrafter
 from spectui.engine.drafters.suffix import SuffixDrafter
 from spectui.engine.events import Finished, Progress
 from spectui.engine.generator import Generator, load_generator
 from spectui.engine.model import LlamaModel
+from spectui.paths import chats_db_path
 from spectui.session.history import store_history
+from spectui.ui.chat_view import AssistantMessage
 
 KINDS = ["ngram", "suffix", "model+ngram", "model+suffix"]
 LOOKUPS = ("ngram", "suffix")
@@ -181,12 +184,18 @@ def test_the_check_catches_accepting_lookup_tokens_unconditionally(tiny_pair, ge
 
 
 def test_a_chain_lets_the_lookup_propose_when_it_matches_and_the_model_otherwise(gen):
-    prompt = gen.target.tokenize("The story of the wind")
+    """A fresh lookup, judged by its prior alone, leaves the first cycles to the draft model; the
+    loop it then sees confirmed every cycle makes it take over."""
+    prompt = loop_prompt(gen, "Tell me about the wind", 45)
     for kind in ("model+ngram", "model+suffix"):
-        final = reply(gen, prompt, 4, kind, max_tokens=64)
         lookup = kind.split("+")[1]
-        assert final.stats.by_source[lookup].accepted > 0, kind  # the loop the target fell into
-        assert final.stats.by_source["model"].proposed > 0, kind  # the start, before any match
+        gen.drafters[lookup].calibration = Calibration()  # fresh: what earlier tests taught it is gone
+        events = list(gen.generate(prompt, GenerationConfig(max_tokens=48, sampling=GREEDY),
+                                   DraftControl(4, drafter=kind)))
+        sources = [e.cycle.source for e in events if isinstance(e, Progress)]
+        assert sources[0] == "model" and sources[-1] == lookup, kind
+        assert events[-1].stats.by_source[lookup].accepted > events[-1].stats.by_source["model"].accepted
+        gen.reset()
 
 
 def test_k_auto_prices_each_member_of_a_chain_separately(gen):
@@ -258,7 +267,7 @@ def test_bench_json_breaks_a_combined_drafter_down_per_member(tiny_pair, capsys)
     assert main(args) == 0
     row = json.loads(capsys.readouterr().out)
     assert row["drafter"] == "model+suffix" and row["identical"] is True
-    assert "suffix decoding" in row["drafter_label"] and "draft model" in row["drafter_label"]
+    assert "suffix lookup" in row["drafter_label"] and "draft model" in row["drafter_label"]
     members = row["by_drafter"]
     assert set(members) == {"model", "suffix"}
     for figures in members.values():
@@ -296,7 +305,26 @@ async def test_the_drafter_key_switches_from_the_next_cycle_of_a_running_reply(p
         assert set(sources[cycles_before:]) == {"ngram"}  # the very next cycle, and every one after
         await pilot.press("f7", "f7", "f7")
         assert app.draft_control.drafter == "model+suffix"
-        assert "suffix decoding" in figures_text(app) and "draft model" in figures_text(app)
+        assert "suffix lookup" in figures_text(app) and "draft model" in figures_text(app)
         await pilot.press("f6")
         legend = shown(app.query_one("#legend", Static))
         assert "draft model" in legend and "lookup" in legend
+        coloured = app.query_one(AssistantMessage).coloured_text()
+        for origin, style in (("model", "green"), ("ngram", "cyan")):  # each drafter's tokens, its colour
+            painted = sum(span.end - span.start for span in coloured.spans if span.style == style)
+            assert painted == sum(len(text) for text, o in app.query_one(AssistantMessage).pieces if o == origin) > 0
+
+
+@run_async
+async def test_the_app_hands_the_suffix_drafter_its_past_chats(pair) -> None:
+    store = ChatStore(chats_db_path())
+    chat = store.new_chat()
+    store.add_message(chat, "user", "Tell me about gears.")
+    store.add_message(chat, "assistant", "Gears turn other gears.")
+    store.close()
+    app = RecordingApp(options(pair))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.drafters.default == "model+suffix"
+        assert "1 past chat" in app.drafters.labels["suffix"]
+        assert "suffix lookup (1 past chat) + draft model" in figures_text(app)

@@ -33,7 +33,7 @@ class NgramDrafter(LookupDrafter):
     """Proposes the continuation of the most recent earlier occurrence of the context's end."""
 
     source = SOURCE
-    label = "n-gram lookup (prompt and reply)"
+    label = "n-gram lookup"
 
     def __init__(self, lookup: PromptLookup | None = None, *, gated: bool = True,
                  min_token_prob: float = MIN_TOKEN_PROB) -> None:

@@ -58,7 +58,7 @@ class SuffixDrafter(LookupDrafter):
     @property
     def label(self) -> str:  # type: ignore[override]
         chats = self.cache.history.sequences
-        return f"suffix decoding (this chat + {chats} past chat{'s' if chats != 1 else ''})"
+        return f"suffix lookup ({chats} past chat{'s' if chats != 1 else ''})"
 
     def learn(self, conversations: Iterable[Sequence[int]]) -> None:
         """Add past conversations (oldest first) to the history."""
