@@ -14,20 +14,22 @@ llama.cpp's `llama-speculative-simple` runs the same rendered prompts with the s
 R times each. Finally it prints issue #13's target ratios, each with the figures behind it,
 and writes everything to `--out` (JSON).
 
-The workloads. The demo target is a *base* model: `spectui bench` renders each prompt as
-"User: <text>\\n\\nAssistant:" and the model continues that text, stopping where it starts
-another turn ("\\nUser:"). The prompts are chosen for what this model does with them:
-  code    the ~40-line module below, then "Rewrite the module above with type hints, keep every
-          line of logic. Answer with the code only, starting with `import json`.": the base model
-          writes the module out again (without type hints): a faithful continuation repeats the code.
-  repeat  "Give me a weekly training plan for a beginner runner, one line per day, for four
-          weeks.": a long answer that repeats itself ("I'm a beginner runner, ...").
-  story   three story requests (two after a short example story, embedded in the user text the
-          way the plain format writes turns, so the base model answers with prose): open prose,
-          where a lookup has little to find and must not cost speed.
-llama.cpp gets exactly the text spectui's tokens come from (`ChatFormat.render`), as a file;
-it has no stop strings, so it decodes `--max-tokens` tokens where spectui may stop earlier:
-tokens/sec is what is compared.
+The workloads. The demo target is a *base* model with no chat template: `spectui bench` sends it
+each prompt as plain text to continue (completion mode; before that mode existed it framed
+the text as "User: ...\n\nAssistant:" and the replies below do not happen). Each prompt is
+chosen for what this model writes after it at T = 0:
+  code    "Rewrite this Python module with type hints, keeping every line of logic.", the
+          ~40-line module below in a ```python block, then "The same module with type hints:"
+          and an opened ```python block: the model writes the module out again (without hints):
+          a faithful continuation repeats the code.
+  repeat  "A training plan for a beginner runner, one line per day, for four weeks.\n\nWeek 1
+          \nMonday:": a long answer that repeats itself ("Tuesday: 100m, 100m, ..." week after week).
+  story   four story openings, 48 tokens each: open prose while it lasts (this 270M model's greedy
+          prose falls into loops after about 40 tokens, so use --target/--draft with a real chat
+          pair for a stronger check that a lookup never costs speed).
+llama.cpp gets exactly the text spectui tokenizes (`ChatFormat.render`), as a file; it has no
+stop strings, so where spectui stops early it decodes on to the token limit: tokens/sec is
+what is compared.
 
 Run it on a quiet machine (it takes 20-30 minutes on 2 cores); compare figures only within
 one run. Nothing here is a test: it measures.
@@ -95,16 +97,31 @@ def restock(inventory, orders):
     inventory.save()
     return inventory.total()
 '''
-EXAMPLE_STORY = ("Write a story about a cat.\n\nAssistant: Once upon a time, there was a little grey cat named Pip "
-                 "who lived in a bakery. Every morning she slept on the warm flour sacks, and every evening she "
-                 "chased the mice that came for the bread.\n\nUser: ")
-WORKLOADS: dict[str, list[str]] = {
-    "code": [f"{MODULE}\n\nRewrite the module above with type hints, keep every line of logic. "
-             "Answer with the code only, starting with `import json`."],
-    "repeat": ["Give me a weekly training plan for a beginner runner, one line per day, for four weeks."],
-    "story": [EXAMPLE_STORY + "Write a story about a girl who finds a map in the attic.",
-              EXAMPLE_STORY + "Write a story about an old fisherman and a storm.",
-              "Write a short story about a lighthouse keeper who finds a message in a bottle."],
+STORY_TOKENS = 48
+"""Tokens per story: the demo's greedy prose falls into loops after about 40 tokens."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    texts: list[str]
+    max_tokens: int | None = None
+    """None: --max-tokens."""
+
+
+WORKLOADS: dict[str, Workload] = {
+    "code": Workload([f"Rewrite this Python module with type hints, keeping every line of logic.\n\n```python\n"
+                      f"{MODULE}```\n\nThe same module with type hints:\n\n```python\n"]),
+    "repeat": Workload(["A training plan for a beginner runner, one line per day, for four weeks.\n\nWeek 1\nMonday:"]),
+    "story": Workload([
+        "Once upon a time, on a rocky island far from the coast, there lived an old lighthouse keeper named Tom. "
+        "One grey morning in November, he walked down to the shore and",
+        "The old fisherman looked at the dark clouds over the harbour. He knew the storm would come before night, "
+        "but his son was still out at sea, so he",
+        "Lily found the map in a box under the attic window. It was drawn in brown ink on thick paper, and in one "
+        "corner someone had written",
+        "Every summer the circus came to our village, and every summer my grandmother told the same story about "
+        "the elephant who",
+    ], STORY_TOKENS),
 }
 
 
@@ -116,20 +133,20 @@ class Setup:
     repeat: int
     threads: int
     llama_bin: Path | None
-    workloads: dict[str, list[str]] = field(default_factory=dict)
+    workloads: dict[str, Workload] = field(default_factory=dict)
 
 
 # ----- spectui ------------------------------------------------------------------------------------
 
 
-def spectui_rows(setup: Setup, texts: list[str], drafter: str, temperature: float, ks: str) -> list[dict]:
+def spectui_rows(setup: Setup, work: Workload, drafter: str, temperature: float, ks: str) -> list[dict]:
     """`spectui bench --json` in its own process: one row per K."""
     command = [sys.executable, "-m", "spectui", "bench", "--target", str(setup.target), "--drafter", drafter,
                "-k", ks, "--temperature", str(temperature), "--seed", "0", "--repeat", str(setup.repeat),
-               "--max-tokens", str(setup.max_tokens), "--threads", str(setup.threads), "--json"]
+               "--max-tokens", str(work.max_tokens or setup.max_tokens), "--threads", str(setup.threads), "--json"]
     if "model" in drafter.split("+"):
         command += ["--draft", str(setup.draft)]
-    for text in texts:
+    for text in work.texts:
         command += ["--prompt", text]
     print(f"  spectui bench --drafter {drafter} -k {ks} --temperature {temperature} ...", file=sys.stderr, flush=True)
     done = subprocess.run(command, capture_output=True, text=True, encoding="utf-8", errors="replace", cwd=ROOT)
@@ -155,11 +172,12 @@ DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
 ACCEPTED = re.compile(r"n_drafted\s*=\s*(\d+).*?n_accept\s*=\s*(\d+)", re.S)
 
 
-def llama_run(setup: Setup, prompt_file: Path, spec_type: str, temperature: float) -> tuple[int, float, int, int]:
+def llama_run(setup: Setup, prompt_file: Path, spec_type: str, temperature: float,
+              max_tokens: int) -> tuple[int, float, int, int]:
     """One `llama-speculative-simple` run: (decoded tokens, seconds, drafted, accepted)."""
     assert setup.llama_bin is not None
     command = [str(setup.llama_bin), "-m", str(setup.target), "-md", str(setup.draft), "-f", str(prompt_file),
-               "-n", str(setup.max_tokens), "-c", "4096", "-t", str(setup.threads), "--seed", "0",
+               "-n", str(max_tokens), "-c", "4096", "-t", str(setup.threads), "--seed", "0",
                "--temp", str(temperature), "--top-k", "40", "--top-p", "0.95", "--min-p", "0.05",
                "--spec-type", spec_type, "--spec-draft-n-max", str(LLAMA_K)]
     done = subprocess.run(command, capture_output=True, text=True, encoding="utf-8", errors="replace")
@@ -172,10 +190,10 @@ def llama_run(setup: Setup, prompt_file: Path, spec_type: str, temperature: floa
     return int(decoded.group(1)), float(decoded.group(2)), drafted, accepted
 
 
-def llama_rows(setup: Setup, texts: list[str], temperature: float, workdir: Path) -> list[dict]:
+def llama_rows(setup: Setup, work: Workload, temperature: float, workdir: Path) -> list[dict]:
     """Per spec type: tokens/sec over all prompts, median over `repeat` rounds (interleaved)."""
     files = []
-    for i, text in enumerate(rendered_prompts(setup.target, texts)):
+    for i, text in enumerate(rendered_prompts(setup.target, work.texts)):
         path = workdir / f"prompt{i}.txt"
         path.write_text(text)
         files.append(path)
@@ -184,7 +202,7 @@ def llama_rows(setup: Setup, texts: list[str], temperature: float, workdir: Path
         for spec_type in LLAMA_TYPES:
             print(f"  llama-speculative-simple --spec-type {spec_type} --temp {temperature} ...", file=sys.stderr,
                   flush=True)
-            runs = [llama_run(setup, f, spec_type, temperature) for f in files]
+            runs = [llama_run(setup, f, spec_type, temperature, work.max_tokens or setup.max_tokens) for f in files]
             rounds[spec_type].append(tuple(sum(r[i] for r in runs) for i in range(4)))  # type: ignore[arg-type]
     rows = []
     for spec_type, totals in rounds.items():
@@ -201,13 +219,14 @@ def run(setup: Setup) -> dict:
     results: dict = {"target": str(setup.target), "draft": str(setup.draft), "repeat": setup.repeat,
                      "max_tokens": setup.max_tokens, "workloads": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, texts in setup.workloads.items():
-            print(f"workload {name} ({len(texts)} prompt(s))", file=sys.stderr, flush=True)
-            spectui = {drafter: spectui_rows(setup, texts, drafter, 0.0, "5,auto") for drafter in DRAFTERS}
-            sampled = {drafter: spectui_rows(setup, texts, drafter, SAMPLED_T, "auto") for drafter in DRAFTERS}
-            entry = {"prompts": texts, "t0": spectui, "t0.8": sampled}
+        for name, work in setup.workloads.items():
+            print(f"workload {name} ({len(work.texts)} prompt(s))", file=sys.stderr, flush=True)
+            spectui = {drafter: spectui_rows(setup, work, drafter, 0.0, "5,auto") for drafter in DRAFTERS}
+            sampled = {drafter: spectui_rows(setup, work, drafter, SAMPLED_T, "auto") for drafter in DRAFTERS}
+            entry = {"prompts": work.texts, "max_tokens": work.max_tokens or setup.max_tokens,
+                     "t0": spectui, "t0.8": sampled}
             if setup.llama_bin is not None:
-                entry["llama_t0"] = llama_rows(setup, texts, 0.0, Path(tmp))
+                entry["llama_t0"] = llama_rows(setup, work, 0.0, Path(tmp))
             results["workloads"][name] = entry
     results["targets"] = targets(results)
     return results
@@ -287,6 +306,8 @@ def default_llama_bin() -> Path | None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", type=Path, help="another target GGUF (default: the demo pair's)")
+    parser.add_argument("--draft", type=Path, help="its draft GGUF (with --target)")
     parser.add_argument("--tiny", action="store_true",
                         help="the tiny test pair, one prompt per workload, 32 tokens, 1 round: checks the script")
     parser.add_argument("--repeat", type=int, default=None, help="rounds per measurement (default 3; --tiny 1)")
@@ -298,7 +319,11 @@ def main() -> int:
     parser.add_argument("--workload", action="append", choices=sorted(WORKLOADS), help="only these (repeatable)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args()
-    if args.tiny:
+    if args.target:
+        if args.draft is None:
+            parser.error("--target needs --draft (the drafters compared include the draft model)")
+        target, draft = args.target, args.draft
+    elif args.tiny:
         target, draft = tiny_pair()
     else:
         from spectui.catalog.demo import ensure_demo_pair
@@ -309,7 +334,7 @@ def main() -> int:
     if llama_bin is None and not args.no_llama:
         print("no llama-speculative-simple found: run scripts/build_llama_cpp.sh (or pass --llama-bin / --no-llama)",
               file=sys.stderr)
-    workloads = {name: texts[:1] if args.tiny else texts for name, texts in WORKLOADS.items()
+    workloads = {name: Workload(work.texts[:1], None) if args.tiny else work for name, work in WORKLOADS.items()
                  if not args.workload or name in args.workload}
     setup = Setup(target, draft, args.max_tokens or (32 if args.tiny else 256), args.repeat or (1 if args.tiny else 3),
                   args.threads, llama_bin, workloads)
