@@ -10,7 +10,6 @@ import pytest
 from conftest import EOS_PROMPT
 
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
-from spectui.engine.drafters import DrafterSpec
 from spectui.engine.drafters.base import FixedBudget
 from spectui.engine.events import Finished, Progress, TextPiece
 from spectui.engine.generator import Generator, load_generator
@@ -23,7 +22,7 @@ PROMPTS = ["The story of the wind", "Hello there, what is in the", "in the in th
 
 @pytest.fixture(scope="module")
 def generator(tiny_pair) -> Generator:
-    gen = load_generator(tiny_pair.target, DrafterSpec(kind="model", draft=tiny_pair.draft), n_ctx=1024)
+    gen = load_generator(tiny_pair.target, tiny_pair.draft, n_ctx=1024)
     yield gen
     gen.close()
 
@@ -52,7 +51,7 @@ def test_greedy_speculation_equals_target_greedy_for_every_k(generator, prompt):
 
 
 def test_eos_inside_an_accepted_draft_run_ends_the_reply_identically(eos_pair):
-    gen = load_generator(eos_pair.target, DrafterSpec(kind="model", draft=eos_pair.draft), n_ctx=512)
+    gen = load_generator(eos_pair.target, eos_pair.draft, n_ctx=512)
     try:
         baseline, _ = run(gen, EOS_PROMPT, 0, max_tokens=64)
         assert baseline.reason == "eos"

@@ -11,6 +11,7 @@ import pytest
 from test_autodraft import feed_cycles
 
 from spectui.chat.store import ChatStore
+from spectui.chat.template import ChatFormat, ChatMessage
 from spectui.engine.autodraft import AutoDraft
 from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters import lookup_gate
@@ -161,4 +162,7 @@ def test_history_renders_each_chat_as_the_conversation_is_sent(tmp_path):
     source = history_source(read_past_chats(store))
     store.close()
     [tokens] = list(source(_Target()))
-    assert tokens == [1, *map(ord, "User: hi\n\nAssistant: hello")]
+    sent = ChatFormat.from_model(_Target()).render([ChatMessage("user", "hi"), ChatMessage("assistant", "hello")],
+                                                   add_generation_prompt=False)
+    assert "hi" in sent and "hello" in sent
+    assert tokens == [1, *map(ord, sent)]  # as the conversation is sent, with the model's one BOS

@@ -51,7 +51,7 @@ def speculative_samples(tiny_pair, cfg: SamplingConfig) -> tuple[list[list[int]]
     try:
         context = gen.target.tokenize(PROMPT)
         gen.target.sync(context[:-1])
-        drafter = gen.drafter("model")  # the draft model's own q (lookups: test_lookup_drafters)
+        drafter = gen.drafter()
         drafter.prefill(context[:-1])
         rng = np.random.default_rng(2024)
         outputs, kinds = [], Counter()

@@ -211,11 +211,13 @@ def load_generator(
 ) -> Generator:
     """Load the target, build the drafters the spec asks for, and return a ready `Generator`.
 
-    `drafter` may also be a draft GGUF's path (the default drafters with that draft model).
+    `drafter` may also be a draft GGUF's path: the draft model alone (`kind="model"`; what tests
+    and measurement scripts mean by it), or None: `auto` without a draft.
     `progress` receives 0..1 over all loads (the target is most of the work). `history` gives
     the drafters that learn from past conversations (`suffix`) the user's past chats.
     """
-    spec = drafter if isinstance(drafter, DrafterSpec) else DrafterSpec(draft=_path(drafter))
+    spec = drafter if isinstance(drafter, DrafterSpec) else DrafterSpec(
+        kind=registry.AUTO_KIND if drafter is None else "model", draft=_path(drafter))
     registry.check_spec(spec)
 
     def part(lo: float, hi: float) -> ProgressCallback | None:
