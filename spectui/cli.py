@@ -42,11 +42,14 @@ def parse_drafter(value: str) -> str:
 
 
 def drafter_help() -> str:
-    from spectui.engine.drafters import KINDS
+    from spectui.engine.drafters import DEFAULT_ORDER, KINDS
 
     kinds = "; ".join(f"{kind.name}: {kind.summary}" for kind in KINDS.values())
-    return (f"what proposes tokens: auto (default: the fastest the models allow), none, {kinds}; "
-            "chain a lookup before a model with +, e.g. model+ngram")
+    default = ", else ".join(DEFAULT_ORDER)
+    return (f"what proposes tokens: auto (the default: the first the models allow of {default}; "
+            "model+suffix proposes the suffix lookup's match when it is confident, for free, and the "
+            f"draft model's tokens otherwise), none, {kinds}; chain a lookup before a model with +, "
+            "e.g. model+ngram")
 
 
 def parse_tensor_split(value: str) -> list[float]:

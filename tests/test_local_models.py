@@ -216,7 +216,8 @@ def test_auto_draft_names_the_catalog_draft_when_none_is_local(files: Files, tmp
            "lmstudio:pub/bad-GGUF/bad.gguf: tokenizer differs: token 100" in message
     assert ("`spectui pull --target ollama:tiny:latest --draft someone/tiny-0.5B-GGUF:tiny-0.5b-q8.gguf "
             "--name tiny-7b-local` downloads only the draft") in message
-    assert main(["bench", "--target", "ollama:tiny"]) == 1  # bench needs a draft: one line saying so
+    # The draft model needs a draft: one line saying so (without --drafter, bench runs the suffix lookup).
+    assert main(["bench", "--target", "ollama:tiny", "--drafter", "model"]) == 1
 
 
 def test_chat_options_pick_the_best_local_draft_and_say_so(stores: Layout, capsys) -> None:

@@ -84,7 +84,8 @@ def test_a_target_with_heads_drafts_with_them_by_default(generator):
     target, drafter = generator.target, generator.drafters["mtp"]
     assert target.mtp_loaded and llama_cpp.llama_model_n_layer_nextn(target.model_handle) == 1
     assert (target.arch, target.n_layer, target.rollback) == ("qwen35", 4, "snapshots")
-    assert generator.default_kind == "mtp" and generator.kinds == ["mtp"] and generator.notes == []
+    assert generator.default_kind == "mtp" and generator.notes == []
+    assert generator.kinds == ["mtp", "ngram", "suffix", "mtp+ngram", "mtp+suffix"]
     assert generator.label() == "MTP heads" and drafter.max_k == 16
     assert not drafter.head.shares_target_cache  # qwen35 heads keep their own one-layer cache
 
@@ -204,17 +205,17 @@ def test_the_same_check_with_mtp_catches_an_always_accept_rule(mtp_target, monke
 def test_a_target_without_heads_asked_for_mtp_says_so_in_one_line(plain_target):
     gen = load_generator(plain_target, MTP, n_ctx=256, n_threads=THREADS)
     try:
-        assert not gen.target.mtp_loaded and not gen.can_speculate
-        assert gen.speculation_off == (
+        assert not gen.target.mtp_loaded and "mtp" not in gen.drafters
+        assert gen.default_kind == "suffix"  # the free lookup drafts instead
+        assert gen.notes[0] == (
             "MTP heads is off: plain-target.gguf carries no MTP heads (qwen35.nextn_predict_layers is 0 "
             "or missing); use a GGUF published with its MTP layers (an -MTP-GGUF repo) or pass --draft"
         )
-        assert run(gen, "Hello there", 3, max_tokens=8).stats.drafted == 0
     finally:
         gen.close()
     auto = load_generator(plain_target, DrafterSpec(), n_ctx=256, n_threads=THREADS)
     try:  # not asked for: no MTP, and no note about it
-        assert auto.drafters == {} and auto.notes == []
+        assert "mtp" not in auto.drafters and auto.notes == []
     finally:
         auto.close()
 
@@ -225,7 +226,7 @@ def test_without_llama_cpp_support_mtp_is_one_line_and_a_draft_model_still_runs(
     gen = load_generator(mtp_target, MTP, n_ctx=256, n_threads=THREADS)
     try:
         assert not gen.target.mtp_loaded
-        line = gen.speculation_off
+        line = gen.notes[0]
         assert line.startswith("MTP heads is off: the installed llama-cpp-python (") and "\n" not in line
         assert "lacks llama.cpp's MTP calls (llama_process); install llama-cpp-python 0.3.36 or newer" in line
     finally:
@@ -233,7 +234,7 @@ def test_without_llama_cpp_support_mtp_is_one_line_and_a_draft_model_still_runs(
     # The plain target is a qwen35 with the same vocabulary: it serves as a draft model here.
     fallback = load_generator(mtp_target, DrafterSpec(draft=plain_target), n_ctx=256, n_threads=THREADS)
     try:
-        assert fallback.default_kind == "model" and list(fallback.drafters) == ["model"]
+        assert fallback.default_kind == "model+suffix" and "mtp" not in fallback.drafters
     finally:
         fallback.close()
 
@@ -241,7 +242,7 @@ def test_without_llama_cpp_support_mtp_is_one_line_and_a_draft_model_still_runs(
 def test_a_named_draft_model_wins_over_the_heads_under_auto(mtp_target, plain_target):
     gen = load_generator(mtp_target, DrafterSpec(draft=plain_target), n_ctx=256, n_threads=THREADS)
     try:
-        assert not gen.target.mtp_loaded and gen.default_kind == "model" and gen.notes == []
+        assert not gen.target.mtp_loaded and gen.default_kind == "model+suffix" and gen.notes == []
     finally:
         gen.close()
 
@@ -251,12 +252,12 @@ def test_an_assistant_sidecar_is_not_a_draft_model_and_needs_its_own_target(mtp_
         "gemma4-assistant.nextn_predict_layers": 1, "gemma4-assistant.embedding_length_out": 64})
     gen = load_generator(mtp_target, DrafterSpec("mtp", sidecar), n_ctx=256, n_threads=THREADS)
     try:
-        assert gen.speculation_off == "MTP heads is off: mtp-gemma-4-tiny.gguf drafts for gemma4 targets, not qwen35"
+        assert gen.notes == ["MTP heads is off: mtp-gemma-4-tiny.gguf drafts for gemma4 targets, not qwen35"]
     finally:
         gen.close()
     gen = load_generator(mtp_target, DrafterSpec("model", sidecar), n_ctx=256, n_threads=THREADS)
     try:
-        assert gen.speculation_off == (
+        assert gen.notes[0] == (
             "a draft model is off: mtp-gemma-4-tiny.gguf is an MTP assistant (gemma4-assistant), "
             "not a draft model: it drafts as --drafter mtp"
         )

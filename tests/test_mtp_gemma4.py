@@ -38,7 +38,8 @@ def generator(gemma_pair) -> Generator:
 
 def test_the_sidecar_drafts_as_mtp_on_the_targets_cache(generator):
     drafter = generator.drafters["mtp"]
-    assert generator.kinds == ["mtp"] and generator.default_kind == "mtp" and generator.notes == []
+    assert generator.default_kind == "mtp" and generator.notes == []
+    assert generator.kinds == ["mtp", "ngram", "suffix", "mtp+ngram", "mtp+suffix"]
     assert generator.label() == "MTP assistant mtp-gemma4-target.gguf"
     assert drafter.head.shares_target_cache and not generator.target.mtp_loaded
     assert (generator.target.arch, generator.target.rollback) == ("gemma4", "kv")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,7 @@ from spectui.engine.autodraft import AutoDraft
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig
 from spectui.engine.drafters.base import Budget, CappedBudget, Drafter, FixedBudget
 from spectui.engine.drafters.chain import ChainDrafter
-from spectui.engine.drafters.spec import BuildContext, DrafterInfo, DrafterSpec
+from spectui.engine.drafters.spec import BuildContext, DrafterInfo, DrafterSpec, HistorySource
 from spectui.engine.events import TARGET, CycleStats, Event, Finished, GenerationStats, Progress, StopReason
 from spectui.engine.model import LlamaModel, ProgressCallback
 from spectui.engine.rpc import RpcCluster
@@ -235,18 +235,21 @@ def load_generator(
     n_gpu_layers: int | None = None,
     n_threads: int | None = None,
     progress: ProgressCallback | None = None,
-    history: Callable[[], Iterable[list[int]]] | None = None,
+    history: HistorySource | None = None,
     rpc: str | RpcCluster | None = None,
     tensor_split: Sequence[float] | None = None,
 ) -> Generator:
     """Load the target, build the drafters the spec asks for, and return a ready `Generator`.
 
-    `drafter` may also be a draft GGUF's path (the default drafters with that draft model).
-    `progress` receives 0..1 over all loads (the target is most of the work).
+    `drafter` may also be a draft GGUF's path: the draft model alone (`kind="model"`; what tests
+    and measurement scripts mean by it), or None: `auto` without a draft.
+    `progress` receives 0..1 over all loads (the target is most of the work). `history` gives
+    the drafters that learn from past conversations (`suffix`) the user's past chats.
     `rpc` (`HOST:PORT[,...]`) puts the target's layers on those `spectui worker`s, shared by
     `tensor_split` or else by their free memory; the drafters stay on this machine.
     """
-    spec = drafter if isinstance(drafter, DrafterSpec) else DrafterSpec(draft=_path(drafter))
+    spec = drafter if isinstance(drafter, DrafterSpec) else DrafterSpec(
+        kind=registry.AUTO_KIND if drafter is None else "model", draft=_path(drafter))
     registry.check_spec(spec)
 
     def part(lo: float, hi: float) -> ProgressCallback | None:
@@ -271,8 +274,9 @@ def load_generator(
     except BaseException:
         target.close()
         raise
-    kind = None if spec.kind == registry.AUTO_KIND else spec.kind
-    return Generator(target, drafters, kind, notes)
+    # A kind that was asked for but cannot run is named in `notes`; what does run drafts instead.
+    runs = spec.kind != registry.AUTO_KIND and all(member in drafters for member in spec.members)
+    return Generator(target, drafters, spec.kind if runs else None, notes)
 
 
 def _path(value: str | os.PathLike[str] | None) -> Path | None:

@@ -176,4 +176,5 @@ def no_drafter_reason(drafters: DrafterInfo) -> str:
     """Why nothing can draft, for the user: the load's own note, or what to do."""
     if drafters.notes:
         return drafters.notes[0]
-    return "start with a draft model (--draft, or a pair with ctrl+p) or --drafter ngram"
+    return ("start with a draft model (--draft, or a pair with ctrl+p), or with a lookup that needs none: "
+            "--drafter suffix or --drafter ngram")

@@ -23,6 +23,7 @@ from spectui.engine.config import AUTO, DraftControl
 from spectui.engine.drafters.spec import DrafterInfo
 from spectui.engine.events import CycleStats, GenerationStats
 from spectui.session.baseline import Baseline
+from spectui.ui.chat_view import ORIGIN_STYLES
 
 HIDDEN = "(hidden)"
 PERCENT = re.compile(r"\d+(?:\.\d+)?%")
@@ -250,8 +251,17 @@ class StatsPanel(Vertical):
         return baseline.describe(with_time=self.show_timings)
 
     def show_legend(self, colouring: bool) -> None:
-        legend = Text()
-        if colouring:
-            legend.append("■ accepted from the draft", style="green")
-            legend.append("  ■ from the target", style="default")
-        self.query_one("#legend", Static).update(legend)
+        self.query_one("#legend", Static).update(legend_text() if colouring else Text())
+
+
+LEGEND = (("model", "draft model"), ("ngram", "lookup (n-gram, suffix)"), ("mtp", "MTP heads"))
+"""Which drafter each colour stands for (`chat_view.ORIGIN_STYLES`), in the legend's words."""
+
+
+def legend_text() -> Text:
+    """One swatch per origin: tokens accepted from each kind of drafter, and the target's own."""
+    legend = Text("accepted from: ")
+    for origin, words in LEGEND:
+        legend.append(f"■ {words}  ", style=ORIGIN_STYLES[origin])
+    legend.append("■ the target's own", style="default")
+    return legend

@@ -20,11 +20,14 @@ from textual.worker import get_current_worker
 from tqdm import tqdm
 
 from spectui.chat.reasoning import Markers, count_tokens_through, split_text
+from spectui.chat.store import ChatStore
 from spectui.chat.template import ChatMessage, PromptStyle
 from spectui.engine.config import DraftControl, GenerationConfig
+from spectui.engine.drafters.spec import HistorySource
 from spectui.engine.events import CycleStats, Event, Finished, GenerationStats, Progress, TextPiece
 from spectui.errors import LoadCancelled, SpectuiError
 from spectui.session import baseline, machine, memory
+from spectui.session.history import store_history
 from spectui.session.loaded import EngineSession
 from spectui.session.options import ChatOptions
 from spectui.ui.messages import (
@@ -155,13 +158,19 @@ class EngineWorkers:
     """Worker methods of the app; the app provides `session`, `post_message` and friends."""
 
     session: EngineSession
+    store: ChatStore
     stop_requested: threading.Event
     update_interval: float = UPDATE_INTERVAL
     """Seconds between batched reply updates (tests set 0 to see every event)."""
     post_message: Callable[[Message], bool]
 
-    @work(thread=True, exclusive=True, group="engine", exit_on_error=False)
     def load_models(self, options: ChatOptions) -> None:
+        """Load the models in a worker. The past chats the suffix drafter learns from are read
+        here, on the UI thread, which owns the chat store's SQLite connection."""
+        self._load_worker(options, store_history(self.store))
+
+    @work(thread=True, exclusive=True, group="engine", exit_on_error=False)
+    def _load_worker(self, options: ChatOptions, history: HistorySource) -> None:
         worker = get_current_worker()
         try:
             plan = self._memory_plan(options)
@@ -169,7 +178,7 @@ class EngineWorkers:
                 self.post_message(LoadWarning(warning))
             with self.session.lock:
                 self.session.release()
-                self._load_locked(options, plan, lambda: worker.is_cancelled)
+                self._load_locked(options, plan, lambda: worker.is_cancelled, history)
         except LoadCancelled:
             return  # quitting or switching pairs: nothing to report
         except SpectuiError as error:
@@ -178,7 +187,7 @@ class EngineWorkers:
             self.post_message(EngineFailed(unexpected(error, "loading the models"), "load"))
 
     def _load_locked(self, options: ChatOptions, plan: memory.MemoryPlan,
-                     cancelled: Callable[[], bool]) -> None:
+                     cancelled: Callable[[], bool], history: HistorySource | None = None) -> None:
         from spectui.engine.generator import load_generator
 
         progress = Throttle(self.post_message, f"loading {options.models_label}", cancelled=cancelled)
@@ -187,7 +196,7 @@ class EngineWorkers:
         generator = load_generator(
             options.target, plan.apply(options.drafter), n_ctx=options.n_ctx,
             n_gpu_layers=plan.n_gpu_layers, n_threads=threads, progress=progress,
-            rpc=options.rpc, tensor_split=options.tensor_split,
+            history=history, rpc=options.rpc, tensor_split=options.tensor_split,
         )
         if cancelled():
             generator.close()

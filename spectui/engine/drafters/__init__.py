@@ -32,11 +32,16 @@ KINDS: Mapping[str, DrafterKind] = {kind.name: kind for kind in (
                 needs_draft_file=True, rank=2, module="model"),
     DrafterKind("mtp", "MTP heads: the target's own multi-token-prediction layers, or a Gemma 4 "
                 "assistant sidecar (--draft mtp-*.gguf)", needs_draft_file=False, rank=1, module="mtp"),
+    DrafterKind("ngram", "prompt lookup: what followed the last few tokens earlier in the chat (free, no draft)",
+                needs_draft_file=False, rank=0, module="ngram"),
+    DrafterKind("suffix", "suffix decoding: the likeliest continuation from this chat and your past chats "
+                "(free, no draft)", needs_draft_file=False, rank=0, module="suffix"),
 )}
-DEFAULT_ORDER = ("mtp", "model")
+DEFAULT_ORDER = ("mtp", "model+suffix", "model", "suffix")
 """What `auto` picks, best first (from the measurements in docs/BENCHMARKS.md). MTP heads come
 first: they are part of the target, cost about one layer per token, and are only built when the
-target carries them and no separate draft model was named."""
+target carries them and no separate draft model was named. A draft model runs behind the suffix
+lookup, which proposes only when its calibrated odds pay for the verify rows."""
 
 
 def kind_names() -> list[str]:

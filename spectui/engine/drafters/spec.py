@@ -4,7 +4,7 @@ it is built (`DrafterKind`). Kind modules import this; the registry in `__init__
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -18,6 +18,10 @@ AUTO_KIND = "auto"
 """Let spectui pick: the first of `DEFAULT_ORDER` that the loaded models can run."""
 NONE_KIND = "none"
 """Speculation off: the target alone (what `-k 0` measures as the baseline)."""
+
+HistorySource = Callable[["LlamaModel"], Iterable[Sequence[int]]]
+"""Given the loaded target: past conversations, oldest first, as that target's token ids
+(`spectui.session.history.history_source` reads them from the chat store)."""
 
 
 @dataclass(frozen=True)
@@ -45,8 +49,8 @@ class BuildContext:
     n_threads: int | None = None
     target_n_gpu_layers: int | None = None
     progress: ProgressCallback | None = None
-    history: Callable[[], Iterable[list[int]]] | None = None
-    """Past conversations as token lists (for drafters that learn from them)."""
+    history: HistorySource | None = None
+    """Past conversations, for drafters that learn from them (called at most once, at build)."""
     cleanup: list[Drafter] = field(default_factory=list)
 
 

@@ -180,19 +180,25 @@ class SuffixIndex:
     def nbytes(self) -> int:
         return self.index.nbytes
 
-    def add(self, tokens: Sequence[int] | np.ndarray, key: Hashable | None = None) -> None:
-        """Store one whole sequence; `key` (e.g. a chat id) replaces an earlier one with that key."""
+    def add(self, tokens: Sequence[int] | np.ndarray, key: Hashable | None = None,
+            replace_prefixes: bool = False) -> None:
+        """Store one whole sequence; `key` (e.g. a chat id) replaces an earlier one with that key,
+        and `replace_prefixes` also every stored sequence that `tokens` begins with (a chat that
+        grew since it was added under another key)."""
         new = np.asarray(tokens, dtype=np.int32).ravel()[-(self.budget_tokens - 1):]
         if new.size == 0:
             return
         if key is None:
             key = ("anonymous", next(self._anonymous))
-        old = self._spans.pop(key, None)
+        stale = {key} & self._spans.keys()
+        if replace_prefixes:
+            stale |= set(self.prefix_keys(new))
         must_rebuild = False
-        if old is not None and old[0] + old[1] + 1 == len(self.index):
-            self.index.truncate(old[0])  # the newest sequence grew (a chat re-added): cheap
-        elif old is not None:
-            must_rebuild = True
+        for start, length in sorted((self._spans.pop(k) for k in stale), reverse=True):
+            if start + length + 1 == len(self.index):
+                self.index.truncate(start)  # the newest sequence grew (a chat re-added): cheap
+            else:
+                must_rebuild = True
         if len(self.index) + new.size + 1 > self.budget_tokens:
             target = int(self.budget_tokens * 0.9) - new.size - 1
             while self._spans and self._live_tokens() > target:
@@ -202,6 +208,15 @@ class SuffixIndex:
             self._rebuild()
         self._spans[key] = (len(self.index), new.size)
         self.index.extend(np.append(new, np.int32(SENTINEL)))
+
+    def prefix_keys(self, tokens: Sequence[int] | np.ndarray) -> list[Hashable]:
+        """Keys of the stored sequences that `tokens` begins with (one slice comparison each)."""
+        new = np.asarray(tokens, dtype=np.int32).ravel()
+        store = np.frombuffer(self.index.tokens, dtype=np.int32)
+        found = [key for key, (start, length) in self._spans.items()
+                 if length <= new.size and np.array_equal(store[start:start + length], new[:length])]
+        del store  # release the buffer export before the array grows
+        return found
 
     def speculate(self, context: Sequence[int], max_tokens: int, max_spec_factor: float = 1.0,
                   max_spec_offset: float = 0.0, min_token_prob: float = 0.1) -> SuffixDraft:
@@ -272,10 +287,12 @@ class SuffixCache:
         """Bytes held by both indexes' arrays (plus ~8 bytes/token for the local list mirror)."""
         return self.local.nbytes + self.history.nbytes + 8 * len(self.local.history)
 
-    def add_history(self, tokens: Sequence[int] | np.ndarray, key: Hashable | None = None) -> None:
-        """Remember a past chat (or reply); the same `key` again replaces it."""
+    def add_history(self, tokens: Sequence[int] | np.ndarray, key: Hashable | None = None,
+                    replace_prefixes: bool = False) -> None:
+        """Remember a past chat (or reply); the same `key` again replaces it (and, with
+        `replace_prefixes`, so does any stored chat that `tokens` begins with)."""
         with self._lock:
-            self.history.add(tokens, key)
+            self.history.add(tokens, key, replace_prefixes)
 
     def prefill(self, context: Sequence[int] | np.ndarray) -> None:
         """Read a new prompt into the local index now (the first propose then only matches)."""
@@ -298,11 +315,20 @@ class SuffixCache:
 
     def propose(self, context: Sequence[int] | np.ndarray, k: int) -> tuple[list[int], list[float]]:
         """Up to `k` tokens to follow `context`, each with its cumulative probability estimate."""
-        limits = self.limits
-        draft = self.speculate(context, k, limits.max_spec_factor, limits.max_spec_offset,
-                               limits.min_token_prob) if k > 0 else SuffixDraft()
-        self._last = draft if draft.tokens else None
+        draft = self.draft(context, k)
+        self.offer(draft)
         return draft.tokens, draft.probs
+
+    def draft(self, context: Sequence[int] | np.ndarray, k: int) -> SuffixDraft:
+        """The draft `propose` would make, with its evidence; `observe` judges it only once it is
+        `offer`ed (a drafter may shorten it or decide not to propose it)."""
+        limits = self.limits
+        return self.speculate(context, k, limits.max_spec_factor, limits.max_spec_offset,
+                              limits.min_token_prob) if k > 0 else SuffixDraft()
+
+    def offer(self, draft: SuffixDraft | None) -> None:
+        """`draft` (or nothing) is what was proposed: the next `observe` judges it."""
+        self._last = draft if draft is not None and draft.tokens else None
 
     def observe(self, accepted: int) -> None:
         """The target kept the first `accepted` tokens of the last proposal."""

@@ -278,7 +278,7 @@ class ContextIndex(TokenIndex):
         tokens = as_token_list(context)
         if len(self.history) != len(self.tokens):  # appended to directly: refresh the mirror
             self.history = self.tokens.tolist()
-        kept = _common_prefix(self.history, tokens)
+        kept = common_prefix(self.history, tokens)
         if kept < len(self.history):
             self.truncate(kept)
         new = tokens[kept:]
@@ -295,7 +295,7 @@ class ContextIndex(TokenIndex):
         self.history = self.tokens.tolist()
 
 
-def _common_prefix(stored: list[int], context: list[int]) -> int:
+def common_prefix(stored: list[int], context: list[int]) -> int:
     """Length of the longest common prefix of two token lists."""
     n = min(len(stored), len(context))
     if (stored if n == len(stored) else stored[:n]) == (context if n == len(context) else context[:n]):

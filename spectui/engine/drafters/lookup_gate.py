@@ -1,0 +1,148 @@
+"""When a lookup's match is worth proposing, shared by the draftless drafters (`ngram`, `suffix`).
+
+A lookup costs nothing to run, but what it proposes is not free: the target verifies every
+proposed token in its pass, and on a CPU a pass over 2+ rows costs noticeably more than a plain
+one-row step (on the demo pair's CPU about 1.5x, judging by the README's sweep: K = 1 gave 1.08x
+at 98 % acceptance, K = 8 1.85x). And in a chain
+(`model+suffix`) a proposal from the lookup takes the cycle away from the draft model, which on
+plain text is right ~90 % of the time. So each proposal is weighed by its *score*, the expected
+number of accepted tokens (the sum of its cumulative acceptance estimates), against what the
+alternative would give:
+
+* alone, the alternative is a plain target step: propose when score >= v(n+1)/v(1) - 1 (the
+  extra verify rows, in target steps);
+* ahead of a draft model, the alternative is the model's proposal: propose when
+  (1 + score) / v(n+1) >= the model's expected speed-up, i.e. score >= s_model·v(n+1)/v(1) - 1.
+
+v and s_model come from K = auto's measurements (`AutoDraft.verify_cost`, `expected_speedup`)
+once it has them; with a fixed K, or before anything is measured, from fixed thresholds set from
+acceptance counts on the demo pair (`ALONE_MIN_SCORE`, `CHAINED_MIN_SCORE`).
+
+The acceptance estimates are the lookup's raw evidence (count ratios, how consistent the earlier
+occurrences were), calibrated by what the target actually accepted (`Calibration`): per kind of
+evidence (the n-gram length, the suffix match length and where it was found) for the first token,
+and once for each later token given the one before it was accepted. Greedy and sampled replies
+keep separate figures: a point-mass proposal d is accepted with p(d) when sampling, which is
+lower than the 0/1 agreement of greedy decoding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+
+from spectui.engine.autodraft import AutoDraft
+from spectui.engine.drafters.base import Budget
+
+ALONE_MIN_SCORE = 0.5
+"""Expected accepted tokens a lone lookup's proposal must promise before K = auto has measured
+the verify pass (what a 2-row verify costs over a plain step on the demo pair's CPU)."""
+CHAINED_MIN_SCORE = 2.0
+"""Expected accepted tokens a lookup ahead of a draft model must promise before K = auto has
+measured both (the demo pair's model yields about 1.7x at T = 0, and a lookup's first matches,
+still judged by the prior alone, must not take cycles from it: 5 tokens at the prior promise 1.7)."""
+CHAINED_MIN_FRACTION = 0.8
+"""With a small K, a chained lookup needs score >= this x k instead (K = 1: the first token at
+>= 0.8), so it can still win a cycle from the draft model."""
+MIN_TOKEN_PROB = 0.1
+"""Stop a proposal before a token whose cumulative estimate falls below this (vLLM's default for
+suffix decoding): a verify row that will most likely be thrown away."""
+DECAY = 0.98
+"""Weight of older observations in the calibration (about the last 50 proposals count)."""
+PRIOR_FIRST = 0.5
+PRIOR_NEXT = 0.8
+PRIOR_WEIGHT = 2.0
+
+
+@dataclass
+class _Ratio:
+    """Observed successes over the raw probability the lookup claimed for them (with a prior)."""
+
+    successes: float
+    claimed: float
+
+    @property
+    def value(self) -> float:
+        return self.successes / self.claimed
+
+    def add(self, success: float, claimed: float) -> None:
+        self.successes = DECAY * self.successes + success
+        self.claimed = DECAY * self.claimed + claimed
+
+
+def _prior(mean: float) -> _Ratio:
+    return _Ratio(mean * PRIOR_WEIGHT, PRIOR_WEIGHT)
+
+
+@dataclass
+class Calibration:
+    """Learned factors that turn a lookup's raw probabilities into acceptance estimates."""
+
+    first: dict[tuple[bool, Hashable], _Ratio] = field(default_factory=dict)
+    """(greedy, evidence bucket) -> accepted first tokens / claimed raw probability."""
+    later: dict[bool, _Ratio] = field(default_factory=dict)
+    """greedy -> accepted later tokens / claimed raw conditional probability (given the previous
+    token was accepted)."""
+
+    def estimate(self, greedy: bool, bucket: Hashable, raw: Sequence[float]) -> list[float]:
+        """Cumulative acceptance estimates for a proposal whose raw cumulative probabilities are `raw`."""
+        estimates: list[float] = []
+        first = self.first.get((greedy, bucket)) or _prior(PRIOR_FIRST)
+        later = self.later.get(greedy) or _prior(PRIOR_NEXT)
+        previous_raw = 1.0
+        for i, prob in enumerate(raw):
+            factor = first.value if i == 0 else later.value
+            conditional = min(1.0, factor * prob / previous_raw) if previous_raw > 0 else 0.0
+            estimates.append(conditional if i == 0 else estimates[-1] * conditional)
+            previous_raw = prob
+        return estimates
+
+    def observe(self, greedy: bool, bucket: Hashable, raw: Sequence[float], accepted: int) -> None:
+        """The target accepted the first `accepted` of the proposed tokens (raw probabilities `raw`)."""
+        if not raw:
+            return
+        first = self.first.setdefault((greedy, bucket), _prior(PRIOR_FIRST))
+        first.add(1.0 if accepted > 0 else 0.0, raw[0])
+        later = self.later.setdefault(greedy, _prior(PRIOR_NEXT))
+        # Token i >= 1 was judged when token i - 1 was accepted; it succeeded when i < accepted.
+        for i in range(1, min(accepted + 1, len(raw))):
+            later.add(1.0 if i < accepted else 0.0, raw[i] / raw[i - 1] if raw[i - 1] > 0 else 0.0)
+
+
+def trim(estimates: list[float], min_token_prob: float, p_min: float) -> int:
+    """How many leading tokens to propose: cumulative estimate >= min_token_prob, and (K = auto's
+    early stop) each token's own estimate >= p_min."""
+    n, previous = 0, 1.0
+    for estimate in estimates:
+        if estimate < min_token_prob or (previous > 0 and estimate / previous < p_min):
+            break
+        n, previous = n + 1, estimate
+    return n
+
+
+def min_score(budget: Budget, rows: int, fallback: str, k: int) -> float:
+    """The expected accepted tokens a proposal of `rows - 1` tokens must promise to pay off.
+
+    `fallback` names the drafter that proposes when this one does not ("" when alone); `k` is
+    the most this lookup may propose this cycle.
+    """
+    auto = _auto_draft(budget)
+    try:
+        extra_rows = auto.verify_cost(rows) / auto.verify_cost(1) if auto is not None else None
+    except (ValueError, ZeroDivisionError):  # nothing measured yet
+        extra_rows = None
+    if fallback:
+        if extra_rows is None or auto is None or not auto.of(fallback).measured:
+            return min(CHAINED_MIN_SCORE, CHAINED_MIN_FRACTION * k)
+        speedup = max(auto.expected_speedup(fallback, n) for n in range(1, auto.max_k + 1))
+        return max(speedup, 1.0) * extra_rows - 1.0
+    return ALONE_MIN_SCORE if extra_rows is None else extra_rows - 1.0
+
+
+def _auto_draft(budget: object) -> AutoDraft | None:
+    """K = auto's estimates behind `budget` (through `CappedBudget` and chain wrappers), if any."""
+    for _ in range(8):
+        if isinstance(budget, AutoDraft) or budget is None:
+            return budget
+        budget = getattr(budget, "inner", None)
+    return None

@@ -1,0 +1,330 @@
+"""The draftless drafters (`ngram`, `suffix`), alone and chained before the draft model, on the real
+tiny models: greedy output identical to the target's, exact sampling (chi-square), K = auto's
+figures kept per member, learning from past chats, and the bench's per-member breakdown.
+
+The tiny random target loops quickly at T = 0: a prompt that ends inside such a loop ("loop"
+prompts) holds its own continuation and makes the lookups hit from the first cycle; a short
+prompt gives them nothing to find until the reply repeats itself. The ungated drafters propose
+every match they find, so rejections and rollbacks after a lookup are exercised too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+from test_lossless_sampling import N_STEPS, PURE, chi_square_pvalue, exact_distribution
+from test_ui_app import SIZE, GatedApp, RecordingApp, figures_text, held, options, ready, run_async, send, shown, until
+from textual.widgets import Static
+
+from spectui.chat.store import ChatStore
+from spectui.chat.template import ChatFormat, ChatMessage
+from spectui.cli import main
+from spectui.engine import speculative
+from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
+from spectui.engine.drafters import DrafterSpec
+from spectui.engine.drafters.base import FixedBudget
+from spectui.engine.drafters.lookup_gate import Calibration
+from spectui.engine.drafters.ngram import NgramDrafter
+from spectui.engine.drafters.suffix import SuffixDrafter
+from spectui.engine.events import Finished, Progress
+from spectui.engine.generator import Generator, load_generator
+from spectui.engine.model import LlamaModel
+from spectui.paths import chats_db_path
+from spectui.session.history import store_history
+from spectui.ui.chat_view import AssistantMessage
+
+KINDS = ["ngram", "suffix", "model+ngram", "model+suffix"]
+LOOKUPS = ("ngram", "suffix")
+GREEDY = SamplingConfig(temperature=0.0)
+
+
+@pytest.fixture(scope="module")
+def gen(tiny_pair) -> Generator:
+    generator = load_generator(tiny_pair.target, DrafterSpec(draft=tiny_pair.draft), n_ctx=1024)
+    yield generator
+    generator.close()
+
+
+@pytest.fixture(scope="module")
+def ungated(gen) -> Generator:
+    """The same target and draft model, with lookups that propose every match they find."""
+    return Generator(gen.target, {"model": gen.drafters["model"], "ngram": NgramDrafter(gated=False),
+                                  "suffix": SuffixDrafter(gated=False)})
+
+
+def reply(gen: Generator, prompt: list[int], k, kind: str | None = None, max_tokens: int = 48,
+          sampling: SamplingConfig = GREEDY) -> Finished:
+    gen.reset()
+    config = GenerationConfig(max_tokens=max_tokens, sampling=sampling)
+    final = list(gen.generate(prompt, config, DraftControl(k, drafter=kind)))[-1]
+    assert isinstance(final, Finished)
+    return final
+
+
+def loop_prompt(gen: Generator, text: str, m: int = 48) -> list[int]:
+    """`text` and the first `m` tokens of the target's greedy reply to it: the reply goes on from
+    there, and the tiny target has fallen into a loop by then, so its continuation is in the prompt."""
+    tokens = gen.target.tokenize(text)
+    return [*tokens, *reply(gen, tokens, 0, max_tokens=m).tokens]
+
+
+def lookup_counts(final: Finished) -> tuple[int, int]:
+    """(proposed, accepted) by the lookups of a reply."""
+    mine = [final.stats.by_source[s] for s in LOOKUPS if s in final.stats.by_source]
+    return sum(t.proposed for t in mine), sum(t.accepted for t in mine)
+
+
+# ----- greedy: exactly the target's output ----------------------------------------------------
+
+
+@pytest.mark.parametrize("which,text,loop", [
+    ("gated", "Tell me about the wind", True), ("gated", "The story of the wind", False),
+    ("ungated", "The story of the wind", True), ("ungated", "x", False),
+], ids=["gated-loop", "gated-story", "ungated-loop", "ungated-x"])
+def test_greedy_output_is_the_targets_for_every_lookup_kind_and_k(gen, ungated, which, text, loop):
+    generator = gen if which == "gated" else ungated
+    prompt = loop_prompt(gen, text) if loop else gen.target.tokenize(text)
+    baseline = reply(generator, prompt, 0)
+    assert len(baseline.tokens) >= 16
+    proposed = accepted = 0
+    for kind in KINDS:
+        for k in [1, 2, 3, 4, 5, 6, 7, 8, AUTO]:
+            final = reply(generator, prompt, k, kind)
+            assert final.tokens == baseline.tokens, f"{kind} at K={k} diverged from the target's greedy output"
+            assert final.text == baseline.text
+            assert set(final.stats.by_source) <= set(kind.split("+"))
+            mine = lookup_counts(final)
+            proposed, accepted = proposed + mine[0], accepted + mine[1]
+    assert accepted > 0  # the lookups hit: the tiny target loops, and loop prompts hold the reply
+    if not loop:
+        assert proposed > accepted  # and missed: rejected lookup tokens were rolled back
+
+
+def test_a_loop_in_the_prompt_is_proposed_by_the_lookups_from_the_first_cycle(gen):
+    prompt = loop_prompt(gen, "Tell me about the wind", 45)
+    for kind in LOOKUPS:
+        config = GenerationConfig(max_tokens=24, sampling=GREEDY)
+        events = list(gen.generate(prompt, config, DraftControl(8, drafter=kind)))
+        first = next(e.cycle for e in events if isinstance(e, Progress))
+        assert first.source == kind and first.accepted >= 4, kind
+        final = events[-1]
+        assert final.stats.by_source[kind].accepted >= 16 and final.stats.target_passes <= 6, kind
+        gen.reset()
+
+
+# ----- sampling: exactly the target's distribution ---------------------------------------------
+
+
+def lookup_context(tiny_pair, target: LlamaModel, make_drafter) -> tuple[list[int], list[int]]:
+    """A context "c d c" whose lookup proposes d (then more), where the target is unsure of d.
+
+    Returns the context and the drafter's proposal for it.
+    """
+    for text in ("in the", "Hello there, what is in the", "of the"):
+        c = target.tokenize(text)
+        after_c = exact_distribution(tiny_pair, c, PURE)
+        for d in [int(t) for t in after_c.ids[np.argsort(after_c.probs)[::-1]][:4]]:
+            context = [*c, d, *c]
+            p = exact_distribution(tiny_pair, context, PURE).prob(d)
+            if 0.15 <= p <= 0.85:
+                proposal = make_drafter().propose(context, FixedBudget(2), PURE, np.random.default_rng(0))
+                assert proposal.tokens[:1] == [d] and proposal.work == 0
+                return context, proposal.tokens
+    raise AssertionError("precondition: no context where the target is unsure of the looked-up token")
+
+
+def lookup_samples(target: LlamaModel, context: list[int], make_drafter,
+                   n_steps: int) -> tuple[list[list[int]], Counter]:
+    drafter = make_drafter()
+    target.reset()
+    target.sync(context[:-1])
+    rng = np.random.default_rng(11)
+    outputs, kinds = [], Counter()
+    for _ in range(n_steps):
+        step = speculative.speculative_step(target, drafter, context, FixedBudget(2), PURE, rng)
+        outputs.append(step.tokens)
+        kinds["accepted_first"] += step.accepted >= 1
+        kinds["resampled_first"] += step.drafted > 0 and step.accepted == 0
+    return outputs, kinds
+
+
+def check_lookup_lossless(tiny_pair, gen, make_drafter, n_steps: int = N_STEPS) -> tuple[float, float, Counter]:
+    context, proposal = lookup_context(tiny_pair, gen.target, make_drafter)
+    outputs, kinds = lookup_samples(gen.target, context, make_drafter, n_steps)
+    p_first = chi_square_pvalue([out[0] for out in outputs], exact_distribution(tiny_pair, context, PURE))
+    second = [out[1] for out in outputs if out[0] == proposal[0] and len(out) > 1]
+    p_second = chi_square_pvalue(second, exact_distribution(tiny_pair, [*context, proposal[0]], PURE))
+    gen.reset()
+    return p_first, p_second, kinds
+
+
+MAKERS = {"ngram": lambda: NgramDrafter(gated=False), "suffix": lambda: SuffixDrafter(gated=False)}
+
+
+@pytest.mark.parametrize("kind", LOOKUPS)
+def test_lookup_proposals_keep_the_target_distribution_at_t1(tiny_pair, gen, kind):
+    p_first, p_second, kinds = check_lookup_lossless(tiny_pair, gen, MAKERS[kind])
+    assert kinds["accepted_first"] > N_STEPS * 0.1 and kinds["resampled_first"] > N_STEPS * 0.1
+    assert p_first > 0.001, f"first token does not follow the target's distribution (p={p_first:.2g})"
+    assert p_second > 0.001, f"second token does not follow the target's distribution (p={p_second:.2g})"
+
+
+@pytest.mark.parametrize("kind", LOOKUPS)
+def test_the_check_catches_accepting_lookup_tokens_unconditionally(tiny_pair, gen, kind, monkeypatch):
+    monkeypatch.setattr(speculative, "accept_draft_token", lambda p_d, q_d, u: True)
+    p_first, _, kinds = check_lookup_lossless(tiny_pair, gen, MAKERS[kind], n_steps=1000)
+    assert kinds["resampled_first"] == 0
+    assert p_first < 1e-6
+
+
+# ----- chains: the lookup when confident, else the draft model; K = auto prices each ------------
+
+
+def test_a_chain_lets_the_lookup_propose_when_it_matches_and_the_model_otherwise(gen):
+    """A fresh lookup, judged by its prior alone, leaves the first cycles to the draft model; the
+    loop it then sees confirmed every cycle makes it take over."""
+    prompt = loop_prompt(gen, "Tell me about the wind", 45)
+    for kind in ("model+ngram", "model+suffix"):
+        lookup = kind.split("+")[1]
+        gen.drafters[lookup].calibration = Calibration()  # fresh: what earlier tests taught it is gone
+        events = list(gen.generate(prompt, GenerationConfig(max_tokens=48, sampling=GREEDY),
+                                   DraftControl(4, drafter=kind)))
+        sources = [e.cycle.source for e in events if isinstance(e, Progress)]
+        assert sources[0] == "model" and sources[-1] == lookup, kind
+        assert events[-1].stats.by_source[lookup].accepted > events[-1].stats.by_source["model"].accepted
+        gen.reset()
+
+
+def test_k_auto_prices_each_member_of_a_chain_separately(gen):
+    prompt = loop_prompt(gen, "The story of the wind")
+    final = reply(gen, prompt, AUTO, "model+suffix", max_tokens=64)
+    assert final.stats.by_source["suffix"].proposed > 0 and final.stats.by_source["model"].proposed > 0
+    auto = gen.auto(greedy=True)
+    model, suffix = auto.of("model"), auto.of("suffix")
+    assert model.measured and suffix.measured
+    assert suffix.cost.x == 0.0 and model.cost.x > 0  # the lookup's calls did no work; the model's did
+    assert suffix.trials[0] > 0 and model.trials[0] > 0
+    assert suffix.acceptance != model.acceptance
+
+
+# ----- learning from past chats ----------------------------------------------------------------
+
+
+def test_a_past_chat_makes_the_suffix_drafter_propose(tiny_pair, tmp_path):
+    question = "Tell me about the wind"
+    plain = load_generator(tiny_pair.target, DrafterSpec(kind="suffix"), n_ctx=1024)
+    try:
+        fmt = ChatFormat.from_model(plain.target)
+        prompt = fmt.prompt_tokens(plain.target, [ChatMessage("user", question)])
+        answer = reply(plain, prompt, 0, max_tokens=40).text
+        without = reply(plain, prompt, 8, "suffix", max_tokens=40)
+    finally:
+        plain.close()
+    store = ChatStore(tmp_path / "chats.db")
+    chat = store.new_chat()
+    store.add_message(chat, "user", question)
+    store.add_message(chat, "assistant", answer)
+    history = store_history(store)
+    store.close()
+    learned = load_generator(tiny_pair.target, DrafterSpec(kind="suffix"), n_ctx=1024, history=history)
+    try:
+        assert "1 past chat" in learned.label("suffix")
+        final = reply(learned, prompt, 8, "suffix", max_tokens=40)
+    finally:
+        learned.close()
+    assert final.text == answer
+    assert final.stats.by_source["suffix"].accepted >= lookup_counts(without)[1] + 10
+    assert final.stats.target_passes < without.stats.target_passes
+
+
+def test_another_chat_moves_the_conversation_into_the_history_once(gen):
+    drafter = SuffixDrafter()
+    first, second = list(range(100, 160)), list(range(300, 340))
+    drafter.prefill(first)
+    drafter.prefill([*first, 7, 8])  # the same chat, one more turn
+    assert drafter.cache.history.sequences == 0
+    drafter.prefill(second)  # another chat was opened
+    assert drafter.cache.history.sequences == 1
+    drafter.prefill([*first, 7, 8, 9])  # back to the first, grown: it replaces its earlier copy
+    drafter.prefill(second)
+    assert drafter.cache.history.sequences == 2
+    drafter.reset()  # a reset (bench) forgets without learning
+    drafter.prefill(first)
+    assert drafter.cache.history.sequences == 2
+    tokens = drafter.propose([5, 100, 101, 102, 103], FixedBudget(4), GREEDY, np.random.default_rng(0)).tokens
+    assert tokens[:1] == [104]  # proposed from the history
+
+
+# ----- bench: the combined drafter's per-member breakdown --------------------------------------
+
+
+def test_bench_json_breaks_a_combined_drafter_down_per_member(tiny_pair, capsys):
+    args = ["bench", "--target", str(tiny_pair.target), "--draft", str(tiny_pair.draft), "--drafter",
+            "model+suffix", "--max-tokens", "64", "--prompt", "Tell me about gears.", "-k", "4", "--json"]
+    assert main(args) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["drafter"] == "model+suffix" and row["identical"] is True
+    assert "suffix lookup" in row["drafter_label"] and "draft model" in row["drafter_label"]
+    members = row["by_drafter"]
+    assert set(members) == {"model", "suffix"}
+    for figures in members.values():
+        assert figures["proposed"] >= figures["accepted"] > 0
+    accepted = sum(f["accepted"] for f in members.values())
+    proposed = sum(f["proposed"] for f in members.values())
+    assert row["acceptance_rate"] == pytest.approx(accepted / proposed, abs=1e-4)
+
+
+# ----- the chat app: the drafter key --------------------------------------------------------------
+
+
+@pytest.fixture
+def pair(tiny_pair, spectui_home):
+    return tiny_pair
+
+
+@run_async
+async def test_the_drafter_key_switches_from_the_next_cycle_of_a_running_reply(pair) -> None:
+    app = GatedApp(options(pair, drafter=DrafterSpec(kind="model", draft=pair.draft), max_tokens=64))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.drafters.kinds == ("model", "ngram", "suffix", "model+ngram", "model+suffix")
+        assert "draft model" in figures_text(app)
+        await send(pilot, "Tell me about gears.", wait=False)
+        await held(pilot)
+        cycles_before = sum(len(u.cycles) for u in app.updates)
+        await pilot.press("f7")
+        assert app.draft_control.drafter == "ngram"
+        assert "n-gram lookup" in figures_text(app)
+        app.release()
+        await until(pilot, lambda: app.busy is None, "the reply to finish")
+        sources = [c.source for u in app.updates for c in u.cycles]
+        assert set(sources[:cycles_before]) == {"model"}
+        assert set(sources[cycles_before:]) == {"ngram"}  # the very next cycle, and every one after
+        await pilot.press("f7", "f7", "f7")
+        assert app.draft_control.drafter == "model+suffix"
+        assert "suffix lookup" in figures_text(app) and "draft model" in figures_text(app)
+        await pilot.press("f6")
+        legend = shown(app.query_one("#legend", Static))
+        assert "draft model" in legend and "lookup" in legend
+        coloured = app.query_one(AssistantMessage).coloured_text()
+        for origin, style in (("model", "green"), ("ngram", "cyan")):  # each drafter's tokens, its colour
+            painted = sum(span.end - span.start for span in coloured.spans if span.style == style)
+            assert painted == sum(len(text) for text, o in app.query_one(AssistantMessage).pieces if o == origin) > 0
+
+
+@run_async
+async def test_the_app_hands_the_suffix_drafter_its_past_chats(pair) -> None:
+    store = ChatStore(chats_db_path())
+    chat = store.new_chat()
+    store.add_message(chat, "user", "Tell me about gears.")
+    store.add_message(chat, "assistant", "Gears turn other gears.")
+    store.close()
+    app = RecordingApp(options(pair))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.drafters.default == "model+suffix"
+        assert "1 past chat" in app.drafters.labels["suffix"]
+        assert "suffix lookup (1 past chat) + draft model" in figures_text(app)

@@ -1,0 +1,168 @@
+"""When a lookup proposes (no llama.cpp needed): calibration from what the target accepted, the
+thresholds alone and ahead of a draft model, judging withheld candidates; and reading past chats
+from the store for the suffix drafter."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pytest
+from test_autodraft import feed_cycles
+
+from spectui.chat.store import ChatStore
+from spectui.chat.template import ChatFormat, ChatMessage
+from spectui.engine.autodraft import AutoDraft
+from spectui.engine.config import SamplingConfig
+from spectui.engine.drafters import lookup_gate
+from spectui.engine.drafters.base import CappedBudget, FixedBudget
+from spectui.engine.drafters.chain import AheadOf
+from spectui.engine.drafters.lookup_gate import Calibration
+from spectui.engine.drafters.ngram import NgramDrafter
+from spectui.engine.drafters.suffix import SuffixDrafter
+from spectui.session.history import history_source, read_past_chats
+
+GREEDY = SamplingConfig(temperature=0.0)
+RNG = np.random.default_rng(0)
+LOOP = [7, 1, 2, 3, 4, 5, 6, 1, 2, 3]  # "1 2 3" occurred before, followed by "4 5 6 1 2 3 ..."
+WEAK = [5, 1, 2, 3, 6, 1, 2, 4, 7, 1, 2]  # "1 2" occurred twice, followed by 3, then by 4
+
+
+def propose(drafter, context, budget=None):
+    return drafter.propose(context, budget or FixedBudget(5), GREEDY, RNG)
+
+
+def test_calibration_learns_how_often_each_kind_of_evidence_is_right():
+    calibration = Calibration()
+    prior = calibration.estimate(True, 2, [1.0, 1.0, 1.0])
+    assert prior == pytest.approx([0.5, 0.4, 0.32])
+    for _ in range(30):
+        calibration.observe(True, 2, [1.0, 1.0, 1.0], accepted=0)
+        calibration.observe(True, 5, [1.0, 1.0, 1.0], accepted=3)
+    assert calibration.estimate(True, 2, [1.0])[0] < 0.1  # short matches: always wrong
+    assert calibration.estimate(True, 5, [1.0, 1.0, 1.0])[2] > 0.8  # long matches: always right
+    assert calibration.estimate(False, 5, [1.0]) == pytest.approx([0.5])  # sampling learns apart
+
+
+def test_trim_stops_before_an_unlikely_token_and_at_k_autos_early_stop():
+    assert lookup_gate.trim([0.9, 0.6, 0.2, 0.05], min_token_prob=0.1, p_min=0.0) == 3
+    assert lookup_gate.trim([0.9, 0.6, 0.2, 0.05], min_token_prob=0.1, p_min=0.5) == 2  # 0.2/0.6 < 0.5
+
+
+def test_thresholds_before_anything_is_measured():
+    assert lookup_gate.min_score(FixedBudget(5), 6, "", 5) == lookup_gate.ALONE_MIN_SCORE
+    assert lookup_gate.min_score(FixedBudget(5), 6, "model", 5) == lookup_gate.CHAINED_MIN_SCORE
+    assert lookup_gate.min_score(FixedBudget(1), 2, "model", 1) == pytest.approx(0.8)  # K = 1: one sure token
+
+
+def test_thresholds_from_k_autos_measurements():
+    auto = AutoDraft()
+    feed_cycles(auto, accept_rate=0.9, draft_s=0.002, verify_s=0.03)  # a draft model worth ~2x
+    budget = CappedBudget(auto, 16)
+    extra_rows = auto.verify_cost(6) / auto.verify_cost(1)
+    assert lookup_gate.min_score(budget, 6, "", 5) == pytest.approx(extra_rows - 1)
+    best = max(auto.expected_speedup("model", n) for n in range(1, 17))
+    assert best > 1.5
+    assert lookup_gate.min_score(AheadOf(budget, "model"), 6, "model", 5) == pytest.approx(best * extra_rows - 1)
+
+
+def test_a_match_is_proposed_alone_but_ahead_of_a_draft_model_only_once_it_has_proved_right():
+    alone = propose(NgramDrafter(), LOOP)
+    assert alone.tokens == [4, 5, 6, 1, 2] and alone.source == "ngram" and alone.work == 0
+    assert all(q is None for q in alone.dists)  # point masses
+    assert alone.confidences[0] == pytest.approx(0.5)  # the prior: nothing judged yet
+    drafter, ahead = NgramDrafter(), AheadOf(FixedBudget(5), "model")
+    context, withheld = list(LOOP), 0
+    while not propose(drafter, context, ahead).tokens:
+        withheld += 1
+        context += [4, 5, 6, 1, 2, 3]  # the target went on as the lookup said
+        assert withheld < 10
+    assert withheld >= 1
+    # "1 2" was followed by 3 once and by 4 once: half as sure, enough alone but not ahead of a model.
+    assert propose(NgramDrafter(), WEAK).tokens[:1] == [4]
+    assert propose(NgramDrafter(), WEAK, AheadOf(FixedBudget(5), "model")).tokens == []
+
+
+def test_a_withheld_candidate_is_judged_by_how_the_context_went_on():
+    drafter = NgramDrafter()
+    ahead = AheadOf(FixedBudget(5), "model")
+    assert propose(drafter, WEAK, ahead).tokens == []
+    before = drafter.calibration.estimate(True, 2, [0.5])
+    propose(drafter, [*WEAK, 4, 7, 1, 2], ahead)  # the target went on as the withheld lookup said
+    assert drafter.calibration.estimate(True, 2, [0.5])[0] > before[0]
+    found = NgramDrafter().find([*WEAK, 4, 7, 1, 2], 5)  # what it found there: "... 4 7 1 2" -> 4
+    assert found is not None and found.tokens[0] == 4
+    doubted = drafter.calibration.estimate(True, found.bucket, found.raw)[0]
+    assert drafter.judge([*WEAK, 4, 7, 1, 2, 8]) == 0  # but 8 came
+    assert drafter.calibration.estimate(True, found.bucket, found.raw)[0] < doubted
+
+
+def test_wrong_lookups_stop_being_proposed_alone():
+    drafter = NgramDrafter()
+    context = list(LOOP)
+    proposals = []
+    for i in range(20):
+        proposals.append(bool(propose(drafter, context).tokens))
+        context = [*context, 1000 + i, 1, 2, 3]  # "1 2 3" is never followed by what followed it before
+    assert proposals[0] and not any(proposals[3:])
+
+
+def test_an_ungated_lookup_proposes_every_match_in_full():
+    drafter = SuffixDrafter(gated=False)
+    assert propose(drafter, LOOP, AheadOf(FixedBudget(5), "model")).tokens == [4, 5, 6]  # match 3: cap 3
+
+
+# ----- past chats -----------------------------------------------------------------------------------
+
+
+def test_past_chats_are_read_newest_first_within_the_budget_and_returned_oldest_first(tmp_path):
+    store = ChatStore(tmp_path / "chats.db")
+    for i in range(4):
+        chat = store.new_chat()
+        store.add_message(chat, "user", f"question {i} " + "x" * 100)
+        store.add_message(chat, "assistant", f"answer {i}")
+    store.new_chat()  # empty: nothing to learn
+    chats = read_past_chats(store, max_chars=250)
+    assert [c.messages[0].content[:10] for c in chats] == ["question 2", "question 3"]
+    assert [m.role for m in chats[0].messages] == ["user", "assistant"]
+    store.close()
+    assert read_past_chats(store) == []  # a closed (unreadable) store gives no history, no error
+
+
+class _FailingStore:
+    def list_chats(self):
+        raise sqlite3.OperationalError("database is locked")
+
+    def messages(self, chat_id):
+        raise AssertionError("not reached")
+
+
+def test_an_unreadable_store_gives_no_history():
+    assert read_past_chats(_FailingStore()) == []
+
+
+class _Target:
+    """Just what rendering and tokenizing needs (the real target is in test_lookup_drafters)."""
+
+    chat_template = None  # the plain User/Assistant format
+    bos_id, eos_id, add_bos = 1, 2, True
+
+    def token_text(self, token: int) -> str:
+        return {1: "<s>", 2: "</s>"}[token]
+
+    def tokenize(self, text: str, *, add_special: bool = False, parse_special: bool = True) -> list[int]:
+        return [ord(c) for c in text]
+
+
+def test_history_renders_each_chat_as_the_conversation_is_sent(tmp_path):
+    store = ChatStore(tmp_path / "chats.db")
+    chat = store.new_chat()
+    store.add_message(chat, "user", "hi")
+    store.add_message(chat, "assistant", "hello")
+    source = history_source(read_past_chats(store))
+    store.close()
+    [tokens] = list(source(_Target()))
+    sent = ChatFormat.from_model(_Target()).render([ChatMessage("user", "hi"), ChatMessage("assistant", "hello")],
+                                                   add_generation_prompt=False)
+    assert "hi" in sent and "hello" in sent
+    assert tokens == [1, *map(ord, sent)]  # as the conversation is sent, with the model's one BOS
