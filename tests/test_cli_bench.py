@@ -134,4 +134,4 @@ def test_bench_json_has_the_spread_the_load_and_the_threads(tiny_pair, capsys):
     assert row["speedup_min"] <= row["speedup"] <= row["speedup_max"]
     assert row["threads"] == 1 and "others_cores" in row
     assert (row["target_arch"], row["rollback"]) == ("llama", "kv")
-    assert row["drafter"] == "model" and row["by_drafter"]["model"]["proposed"] > 0
+    assert row["drafter"] == "model+suffix" and row["by_drafter"]["model"]["proposed"] > 0
