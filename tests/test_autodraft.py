@@ -107,3 +107,36 @@ def test_a_probe_drafts_whatever_the_confidence():
         probes.append((k, auto.p_min(MODEL)))
     assert (PROBE_K, 0.0) in probes
     assert all(p > 0 for k, p in probes if k == 0)
+
+
+def test_one_slow_pass_does_not_price_a_batch_size_out_for_good():
+    """The first pass of a new batch shape is slow (llama.cpp re-plans its graph); each size is
+    priced by the median of its last passes, so a few normal passes set it right again."""
+    auto = AutoDraft()
+    auto.observe(step(5, 5, 0.01, verify_s=0.200, work=5))  # 6 rows, one slow first pass
+    for _ in range(2):
+        auto.observe(step(5, 5, 0.01, verify_s=0.040, work=5))
+    assert auto.verify_cost(6) == pytest.approx(0.040)
+
+
+def test_greedy_and_sampled_figures_share_the_targets_pass_costs(tiny_pair):
+    from spectui.engine.generator import load_generator
+
+    gen = load_generator(tiny_pair.target, tiny_pair.draft, n_ctx=256, n_threads=1)
+    try:
+        gen.auto(True).observe(step(3, 2, 0.01, verify_s=0.05, work=3))
+        assert gen.auto(False).verify_cost(4) == pytest.approx(0.05)
+        assert gen.auto(False).of(MODEL).trials[0] == 0  # acceptance stays apart
+    finally:
+        gen.close()
+
+
+def test_a_few_unlucky_rejections_do_not_turn_a_paying_draft_off():
+    """At T > 0 each judgement is a coin flip: after a long record of 80 % acceptance, eight
+    first-token rejections in a row must not drop k to 0 (with a memory of about 10 judgements
+    they did)."""
+    auto = AutoDraft()
+    feed_cycles(auto, accept_rate=0.8, draft_s=0.008, verify_s=0.03, n=60)
+    for _ in range(8):
+        auto.observe(step(max(auto.k(MODEL), 1), 0, 0.024, verify_s=0.033, work=3))
+    assert auto.k(MODEL) > 0

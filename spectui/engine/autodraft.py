@@ -14,9 +14,14 @@ probe every few cycles keeps its estimate fresh, so speculation comes back when 
 predictable again. Each drafter has its own figures, so a combination (a lookup, then a draft
 model) is priced member by member.
 
-v(n) is a table of running averages per batch size, not a fitted line: llama.cpp's CPU kernels are
-not even monotonic in n (on the demo pair a 2-row pass took longer than a 4-row one). Sizes not yet
-seen are interpolated from their measured neighbours.
+v(n) is a table per batch size, not a fitted line: llama.cpp's CPU kernels are not even monotonic
+in n (on the demo pair a 2-row pass took longer than a 4-row one). Each size keeps the median of
+its last few passes, so one slow pass (the first of a new batch shape re-plans llama.cpp's graph)
+does not price that size out for good. Sizes not yet seen are interpolated from their measured
+neighbours. The table does not depend on the temperature, so greedy and sampled replies share it.
+
+Acceptance is remembered over about the last 30 judged positions (costs over the last 10): at
+T > 0 each judgement is a coin flip, and a short memory let a few unlucky flips drop k to 0.
 
 At T = 0 a draft also stops early when it is unsure: one more token pays only if its chance of
 acceptance beats its cost in units of a plain target step, c_unit / v(1). The draft's own top
@@ -27,7 +32,9 @@ confidence says little about min(1, p/q)), and the per-position acceptance alone
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
+from statistics import median
 from typing import TYPE_CHECKING
 
 from spectui.limits import MAX_DRAFT
@@ -35,7 +42,9 @@ from spectui.limits import MAX_DRAFT
 if TYPE_CHECKING:
     from spectui.engine.speculative import StepResult
 
-DECAY = 0.9  # weight of history in the running estimates (about the last 10 observations)
+DECAY = 0.9  # weight of history in the cost estimates (about the last 10 observations)
+ACCEPT_DECAY = 0.97  # weight of history in the acceptance estimates (about the last 30)
+VERIFY_WINDOW = 5  # passes per batch size whose median prices that size
 PROBE_EVERY = 8  # cycles at k = 0 between probes
 PROBE_K = 2
 FIRST_GUESS_K = 4  # before anything is measured
@@ -125,32 +134,47 @@ class DrafterFigures:
             return
         rejected = accepted < drafted
         for i in range(min(accepted + rejected, MAX_DRAFT)):  # positions up to the first rejection
-            self.hits[i] = DECAY * self.hits[i] + (i < accepted)
-            self.trials[i] = DECAY * self.trials[i] + 1.0
-        self.accepted = DECAY * self.accepted + accepted
-        self.rejected = DECAY * self.rejected + rejected
+            self.hits[i] = ACCEPT_DECAY * self.hits[i] + (i < accepted)
+            self.trials[i] = ACCEPT_DECAY * self.trials[i] + 1.0
+        self.accepted = ACCEPT_DECAY * self.accepted + accepted
+        self.rejected = ACCEPT_DECAY * self.rejected + rejected
         judged = proposal.confidences[: accepted + rejected]
         if judged:
-            self.judged_confidence = DECAY * self.judged_confidence + sum(judged)
-            self.judged_accepted = DECAY * self.judged_accepted + accepted
+            self.judged_confidence = ACCEPT_DECAY * self.judged_confidence + sum(judged)
+            self.judged_accepted = ACCEPT_DECAY * self.judged_accepted + accepted
+
+
+class VerifyCosts:
+    """Seconds of a target pass per batch size: the median of each size's last few passes."""
+
+    def __init__(self) -> None:
+        self._passes: dict[int, deque[float]] = {}
+
+    def add(self, rows: int, seconds: float) -> None:
+        self._passes.setdefault(rows, deque(maxlen=VERIFY_WINDOW)).append(seconds)
+
+    def __bool__(self) -> bool:
+        return bool(self._passes)
+
+    def table(self) -> dict[int, float]:
+        return {rows: median(passes) for rows, passes in self._passes.items()}
 
 
 class AutoDraft:
     """Online estimates per drafter and for the target's verify pass; a `Budget` for the step."""
 
-    def __init__(self, max_k: int = MAX_DRAFT) -> None:
+    def __init__(self, max_k: int = MAX_DRAFT, verify: VerifyCosts | None = None) -> None:
         self.max_k = max_k
         self.figures: dict[str, DrafterFigures] = {}
-        self._verify_seconds: dict[int, float] = {}  # batch rows -> running mean seconds
+        self.verify = verify if verify is not None else VerifyCosts()
+        """The target's pass costs (shared by the generator's greedy and sampled figures)."""
 
     def of(self, source: str) -> DrafterFigures:
         return self.figures.setdefault(source, DrafterFigures())
 
     def observe(self, step: StepResult) -> None:
         """Record a cycle: the verify pass always, the drafter's figures when one ran."""
-        rows = step.drafted + 1
-        old = self._verify_seconds.get(rows)
-        self._verify_seconds[rows] = step.verify_seconds if old is None else _ema(old, step.verify_seconds)
+        self.verify.add(step.drafted + 1, step.verify_seconds)
         if step.proposal.source:
             self.of(step.proposal.source).observe(step)
 
@@ -159,7 +183,7 @@ class AutoDraft:
     def k(self, source: str) -> int:
         figures = self.of(source)
         figures.probing = False
-        if not figures.measured or not self._verify_seconds:
+        if not figures.measured or not self.verify:
             return FIRST_GUESS_K
         best_k, best_gain = 0, 1.0
         for k in range(1, self.max_k + 1):
@@ -182,7 +206,7 @@ class AutoDraft:
         figures = self.of(source)
         if figures.probing:
             return 0.0
-        if not figures.measured or not self._verify_seconds:
+        if not figures.measured or not self.verify:
             return DEFAULT_P_MIN
         unit_cost = figures.cost.coefficients()[1] / self.verify_cost(1)
         return min(max(unit_cost / max(figures.calibration, 1e-3), 0.02), 0.95)
@@ -196,7 +220,7 @@ class AutoDraft:
 
     def verify_cost(self, rows: int) -> float:
         """Seconds of a target pass over `rows` rows: measured, else from measured neighbours."""
-        table = self._verify_seconds
+        table = self.verify.table()
         if rows in table:
             return table[rows]
         below = [n for n in table if n < rows]
@@ -207,6 +231,3 @@ class AutoDraft:
         nearest = max(below) if below else min(above)
         return table[nearest] * (1 + UNSEEN_ROW_COST * (rows - nearest))
 
-
-def _ema(old: float, new: float) -> float:
-    return DECAY * old + (1 - DECAY) * new

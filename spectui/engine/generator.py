@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from spectui.engine import drafters as registry
-from spectui.engine.autodraft import AutoDraft
+from spectui.engine.autodraft import AutoDraft, VerifyCosts
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig
 from spectui.engine.drafters.base import Budget, CappedBudget, Drafter, FixedBudget
 from spectui.engine.drafters.chain import ChainDrafter
@@ -41,7 +41,7 @@ class Generator:
         self.notes = list(notes)
         """One line each: why a drafter that was asked for is not running."""
         self._chains: dict[str, Drafter] = {}
-        self._autos = {True: AutoDraft(), False: AutoDraft()}
+        self._autos = _fresh_autos()
 
     # ----- what this generator can do (the UI, bench and CLI ask here) ---------------------
 
@@ -91,7 +91,7 @@ class Generator:
 
     def forget_measurements(self) -> None:
         """Start K = auto's figures afresh (after a warm-up whose timings were not typical)."""
-        self._autos = {True: AutoDraft(), False: AutoDraft()}
+        self._autos = _fresh_autos()
 
     # ----- lifetime -------------------------------------------------------------------------
 
@@ -277,6 +277,13 @@ def load_generator(
     # A kind that was asked for but cannot run is named in `notes`; what does run drafts instead.
     runs = spec.kind != registry.AUTO_KIND and all(member in drafters for member in spec.members)
     return Generator(target, drafters, spec.kind if runs else None, notes)
+
+
+def _fresh_autos() -> dict[bool, AutoDraft]:
+    """K = auto's figures for greedy (True) and sampled (False) replies; the target's pass costs
+    do not depend on the temperature, so both read one table."""
+    verify = VerifyCosts()
+    return {True: AutoDraft(verify=verify), False: AutoDraft(verify=verify)}
 
 
 def _path(value: str | os.PathLike[str] | None) -> Path | None:
