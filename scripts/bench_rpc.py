@@ -2,7 +2,7 @@
 token, speculation on vs. off, as the network gets slower.
 
     python scripts/bench_rpc.py [--tiny | --pair demo | --target T.gguf --draft D.gguf]
-        [--workers 2] [--delays 0,2,20] [--netem auto|off] [-k 0,3,5,auto] [--max-tokens 128]
+        [--workers 2] [--delays 0,2,20] [--netem auto|off] [-k 3,5,auto] [--max-tokens 128]
         [--repeat 1] [--json results.json]
 
 It starts `--workers` `spectui worker` processes on 127.0.0.1, loads the target split over them
@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from statistics import median
 
-from spectui.bench import DEFAULT_PROMPTS, prompt_tokens
+from spectui.bench import DEFAULT_PROMPTS, workload
 from spectui.cli import parse_k_list
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished
@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     notes: list[str] = []
     with workers(args.workers, threads) as endpoints:
         gen = load_generator(target, draft, n_ctx=args.ctx, rpc=endpoints, n_threads=args.client_threads)
-        prompt = prompt_tokens(gen, [args.prompt])[0]
+        prompt = workload(gen, [args.prompt], GenerationConfig(), None).prompts[0]  # as bench renders it
         cluster = gen.target.rpc
         layers = dict(cluster.layer_plan(gen.target.n_layer))
         placed = cluster.placed_bytes()
@@ -227,7 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="threads for the local draft (default: as --threads; one machine runs all three)")
     parser.add_argument("--delays", default="0,2,20", help="added round-trip times in ms")
     parser.add_argument("--netem", choices=("auto", "off"), default="auto")
-    parser.add_argument("-k", "--draft-length", type=parse_k_list, default=[0, 3, 5, "auto"])
+    parser.add_argument("-k", "--draft-length", type=parse_k_list, default=[3, 5, "auto"],
+                        help="draft lengths to measure (K = 0, the baseline, is always measured)")
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--ctx", type=int, default=2048)
     parser.add_argument("--repeat", type=int, default=1)
