@@ -1,0 +1,45 @@
+"""The measurement scripts still run: each on the test suite's tiny models, with few rounds.
+
+They are not timed tests (their figures go to docs/BENCHMARKS.md); these only catch a script
+that no longer runs against today's spectui, as bench_rpc.py once did after a rename."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_script(*args: str) -> str:
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_bench_rpc_splits_the_tiny_target_over_two_workers(tmp_path: Path):
+    out = tmp_path / "rpc.json"
+    run_script("scripts/bench_rpc.py", "--tiny", "--delays", "0", "-k", "3", "--max-tokens", "16",
+               "--netem", "off", "--json", str(out))
+    result = json.loads(out.read_text())
+    rows = {row["k"]: row for row in result["rows"]}
+    assert set(rows) == {0, 3} and rows[3]["identical"] is True
+    assert rows[0]["round_trips_per_token"] > rows[3]["round_trips_per_token"] > 0
+
+
+@pytest.mark.parametrize("script", ["scripts/bench_mtp.py", "scripts/bench_snapshots.py"])
+def test_the_cost_scripts_measure_the_generated_tiny_models(script: str):
+    args = ["--rounds", "2", "--threads", "1", "--json"]
+    if script.endswith("bench_snapshots.py"):
+        args += ["--shape", "tiny", "--ks", "1,4"]
+    lines = [line for line in run_script(script, *args).splitlines() if line.startswith("{")]
+    result = json.loads(lines[0])
+    assert result["arch"] == "qwen35"
+    if script.endswith("bench_mtp.py"):
+        assert result["head_pass_ms"] > 0 and result["target_step_ms"] > 0
+    else:
+        assert set(result["one_row_ms"]) == {"0", "16"}
