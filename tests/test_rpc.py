@@ -290,3 +290,48 @@ def test_a_worker_gone_between_connect_and_load_is_one_line_not_an_abort(tiny_pa
     with pytest.raises(WorkerLostError, match=rf"worker {worker.endpoint} stopped answering \(cannot connect"):
         LlamaModel.load(tiny_pair.target, n_ctx=256, rpc=cluster)
     cluster.close()
+
+
+# ----- a pair's own workers (models.toml) ---------------------------------------------------------
+
+
+def test_a_pair_in_models_toml_brings_its_workers_and_rpc_on_the_command_line_wins(
+        tiny_pair, workers, spectui_home, capsys):
+    import json
+
+    from spectui.catalog import record
+    from spectui.cli import main
+
+    config = spectui_home / "config" / "models.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'[pairs.far]\ndescription = "far"\nsize_gb = 0.1\nrpc = "{workers}"\n'
+                      '[pairs.far.target]\nrepo = "me/T-GGUF"\nfiles = ["target.gguf"]\n'
+                      '[pairs.far.draft]\nrepo = "me/D-GGUF"\nfiles = ["draft.gguf"]\n')
+    files = {name: record.PulledFile(path=str(path), size=path.stat().st_size)
+             for name, path in (("target", tiny_pair.target), ("draft", tiny_pair.draft))}
+    record.add_pair("far", record.PulledPair(target=[files["target"]], draft=[files["draft"]], recommended_k=3,
+                                             description="far", pulled_at=record.now()))
+    bench = ["bench", "--pair", "far", "-k", "3", "--max-tokens", "8", "--threads", "1", "--json"]
+    assert main(bench) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert sorted(d["endpoint"] for d in row["devices"]) == sorted(workers.split(","))
+    # --rpc wins: a worker nobody listens on is refused in one line, naming it
+    dead = f"127.0.0.1:{free_port()}"
+    assert main([*bench, "--rpc", dead]) != 0
+    error = capsys.readouterr().err.splitlines()[-1]  # after the bench's warnings
+    assert error.startswith("spectui: ") and dead in error and "refused the connection" in error
+
+
+def test_a_bad_rpc_in_models_toml_is_one_line_naming_the_file(spectui_home):
+    from spectui.catalog.loader import load_catalog
+    from spectui.errors import CatalogError
+
+    config = spectui_home / "config" / "models.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[pairs.far]\ndescription = "far"\nsize_gb = 0.1\nrpc = "nohost"\n'
+                      '[pairs.far.target]\nrepo = "me/T-GGUF"\nfiles = ["target.gguf"]\n'
+                      '[pairs.far.draft]\nrepo = "me/D-GGUF"\nfiles = ["draft.gguf"]\n')
+    with pytest.raises(CatalogError) as caught:
+        load_catalog()
+    message = str(caught.value)
+    assert message.startswith(str(config)) and "rpc" in message and "HOST:PORT" in message and "\n" not in message

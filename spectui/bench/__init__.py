@@ -99,7 +99,7 @@ def bench_command(args: argparse.Namespace) -> int:
     threads = args.threads or machine.default_threads(meter.sample())
     print(f"loading {label} ({threads} thread{'s' if threads > 1 else ''}) ...", file=sys.stderr)
     gen = load_generator(choice.target, plan.apply(choice.drafter), n_ctx=args.ctx,
-                         n_gpu_layers=plan.n_gpu_layers, n_threads=threads, rpc=args.rpc,
+                         n_gpu_layers=plan.n_gpu_layers, n_threads=threads, rpc=args.rpc or choice.rpc,
                          tensor_split=args.tensor_split)
     try:
         for note in gen.notes:

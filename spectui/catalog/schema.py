@@ -136,6 +136,10 @@ class PairEntry(BaseModel):
     license: str | None = None
     """License and gate note, e.g. that the repo is gated and where to accept its terms."""
 
+    rpc: str | None = None
+    """`spectui worker`s that hold the target's layers, `HOST:PORT[,HOST:PORT...]` as `--rpc`
+    takes them (for a target too big for this machine); `--rpc` on the command line wins."""
+
     @field_validator("description")
     @classmethod
     def _one_line(cls, value: str) -> str:
@@ -155,6 +159,19 @@ class PairEntry(BaseModel):
     def _arch_name(cls, value: str | None) -> str | None:
         if value is not None and not ARCH_NAME.match(value):
             raise ValueError(f"{value!r} is not a llama.cpp architecture name (e.g. 'qwen35')")
+        return value
+
+    @field_validator("rpc")
+    @classmethod
+    def _worker_addresses(cls, value: str | None) -> str | None:
+        if value is not None:
+            from spectui.engine.rpc.wire import parse_endpoints
+            from spectui.errors import SpectuiError
+
+            try:
+                parse_endpoints(value)
+            except SpectuiError as error:
+                raise ValueError(str(error).replace("--rpc", "rpc")) from None
         return value
 
     @model_validator(mode="after")

@@ -36,6 +36,8 @@ class ChatOptions:
     n_gpu_layers: int | None = None
     rpc: str | None = None
     """`HOST:PORT[,…]`: the target's layers go to these `spectui worker`s; the drafters stay here."""
+    rpc_named: str | None = None
+    """`--rpc` as given on the command line: it wins over a pair's own `rpc` on every pair switch."""
     tensor_split: tuple[float, ...] | None = None
     """With `rpc`: the target's share per device (default: by the workers' free memory)."""
     system: str | None = None
@@ -86,6 +88,8 @@ class ModelChoice:
     recommended_k: DraftLength | None = None
     notice: str | None = None
     """A line to show once (e.g. which local draft was picked automatically)."""
+    rpc: str | None = None
+    """The pair's own `rpc` workers from models.toml (`--rpc` wins over them)."""
 
 
 def models_from_args(args: argparse.Namespace) -> ModelChoice:
@@ -112,9 +116,17 @@ def models_from_args(args: argparse.Namespace) -> ModelChoice:
 
         pair = resolve_pair(args.pair)
         spec = DrafterSpec(pair_drafter_kind(pair.drafter, kind), pair.draft, args.draft_n_gpu_layers)
-        choice = ModelChoice(pair.name, pair.target, spec, pair.recommended_k)
+        choice = ModelChoice(pair.name, pair.target, spec, pair.recommended_k, rpc=pair_rpc(pair.name))
     check_spec(choice.drafter)
     return choice
+
+
+def pair_rpc(name: str) -> str | None:
+    """The `rpc` a catalog pair names in models.toml (None for the demo and ad-hoc pairs)."""
+    from spectui.catalog.loader import load_catalog
+
+    entry = load_catalog().get(name)
+    return None if entry is None else entry.entry.rpc
 
 
 def pair_drafter_kind(pair_drafter: str, asked: str) -> str:
@@ -140,7 +152,7 @@ def options_from_args(args: argparse.Namespace) -> ChatOptions:
         pair_name=choice.pair_name, target=choice.target, drafter=choice.drafter,
         k=AUTO if k is None else k, temperature=args.temperature, seed=args.seed,
         max_tokens=args.max_tokens, mode=args.mode, n_ctx=args.ctx, threads=args.threads,
-        n_gpu_layers=args.n_gpu_layers, rpc=args.rpc,
+        n_gpu_layers=args.n_gpu_layers, rpc=args.rpc or choice.rpc, rpc_named=args.rpc,
         tensor_split=tuple(args.tensor_split) if args.tensor_split else None,
         system=args.system, resume=args.resume, notice=choice.notice,
         models_named=bool(args.pair or args.target), mode_named=args.mode != "auto",

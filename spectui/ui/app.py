@@ -27,7 +27,7 @@ from spectui.paths import chats_db_path
 from spectui.session.baseline import Baseline
 from spectui.session.loaded import EngineSession
 from spectui.session.machine import LoadMeter
-from spectui.session.options import ChatOptions, pair_drafter_kind
+from spectui.session.options import ChatOptions, pair_drafter_kind, pair_rpc
 from spectui.ui.chat_actions import ChatActions
 from spectui.ui.chat_view import AssistantMessage, ChatLog, Comparison, NoteMessage, UserMessage
 from spectui.ui.commands import ChatCommands
@@ -282,8 +282,9 @@ class SpectuiApp(Controls, Replies, ChatActions, EngineWorkers, App[int]):
         k = message.recommended_k if message.recommended_k is not None else self.options.k
         kind = pair_drafter_kind(message.drafter, self.options.drafter.kind)
         drafter = replace(self.options.drafter, kind=kind, draft=message.draft)
+        rpc = self.options.rpc_named or pair_rpc(message.name)
         options = replace(self.options, pair_name=message.name, target=message.target,
-                          drafter=drafter, k=k)
+                          drafter=drafter, k=k, rpc=rpc)
         self.draft_control = options.draft_control()
         await self.note(f"switched to pair {message.name}: {options.models_label}")
         self.start_loading(options)

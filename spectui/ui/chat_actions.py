@@ -62,7 +62,11 @@ def recorded_options(options: ChatOptions, pair: str, models: dict[str, Any]) ->
         except SpectuiError as error:
             return None, unavailable(f"pair {name}", str(error), options)
         spec = DrafterSpec(kind, resolved.draft_model, options.drafter.draft_n_gpu_layers)
-        return replace(options, pair_name=name, target=resolved.target, drafter=spec, k=resolved.recommended_k), ""
+        from spectui.session.options import pair_rpc
+
+        rpc = options.rpc_named or pair_rpc(name)
+        return replace(options, pair_name=name, target=resolved.target, drafter=spec, k=resolved.recommended_k,
+                       rpc=rpc), ""
     if not target:
         return None, ""
     target_path = Path(str(target))
@@ -72,7 +76,7 @@ def recorded_options(options: ChatOptions, pair: str, models: dict[str, Any]) ->
         named = " + ".join(f.name for f in files)
         return None, unavailable(named, f"{missing} is not there any more", options)
     spec = DrafterSpec(kind, draft_path, options.drafter.draft_n_gpu_layers)
-    return replace(options, pair_name=CUSTOM, target=target_path, drafter=spec), ""
+    return replace(options, pair_name=CUSTOM, target=target_path, drafter=spec, rpc=options.rpc_named), ""
 
 
 def unavailable(what: str, why: str, options: ChatOptions) -> str:
