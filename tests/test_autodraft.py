@@ -140,3 +140,17 @@ def test_a_few_unlucky_rejections_do_not_turn_a_paying_draft_off():
     for _ in range(8):
         auto.observe(step(max(auto.k(MODEL), 1), 0, 0.024, verify_s=0.033, work=3))
     assert auto.k(MODEL) > 0
+
+
+def test_an_untried_position_is_taken_as_likely_as_the_one_before():
+    """Drafts of 2: the first token is accepted 60 % of the time, the second (given the first)
+    95 %. Position 3 was never tried: it is priced like position 2, not like the pooled 73 %,
+    so K = auto tries longer drafts when the survivors are easy."""
+    auto = AutoDraft()
+    rng = np.random.default_rng(1)
+    for _ in range(60):
+        accepted = 0 if rng.random() > 0.6 else (2 if rng.random() < 0.95 else 1)
+        auto.observe(step(2, accepted, 0.02, 0.03, work=2))
+    figures = auto.of(MODEL)
+    assert figures.acceptance < 0.8
+    assert figures.position_acceptance(1) > 0.85 and figures.position_acceptance(2) > 0.85

@@ -8,7 +8,9 @@ stderr so stdout stays clean for `--json`.
 `--repeat N` runs the baseline and every K N times, interleaved (baseline, K1, K2, ..., then again),
 and reports medians, with each speedup taken against the baseline of its own round: a shared or
 throttled CPU drifts by tens of percent over minutes, and interleaving keeps that drift out of the
-ratio.
+ratio. When sampling (T > 0), round i samples with seed + i - 1 (the same seed for the baseline and
+every K of that round): the text sampled decides much of a K's acceptance, and one seed for every
+round compared each K on one text only.
 """
 
 from __future__ import annotations
@@ -77,12 +79,22 @@ def measure(gen: Generator, work: Workload, ks: list[DraftLength], repeat: int) 
     specs: dict[DraftLength, list[RunTotals]] = {k: [] for k in ks}
     for round_no in range(1, repeat + 1):
         of = f" (round {round_no}/{repeat})" if repeat > 1 else ""
+        this_round = round_workload(work, round_no)
         print(f"baseline (K=0) on {len(work.prompts)} prompt(s){of} ...", file=sys.stderr)
-        bases.append(run_all(gen, work, 0))
+        bases.append(run_all(gen, this_round, 0))
         for k in ks:
             print(f"speculative K={k}{of} ...", file=sys.stderr)
-            specs[k].append(run_all(gen, work, k))
+            specs[k].append(run_all(gen, this_round, k))
     return {k: (bases, specs[k]) for k in ks}
+
+
+def round_workload(work: Workload, round_no: int) -> Workload:
+    """The workload of round `round_no` (from 1): when sampling, seeded seed + round_no - 1."""
+    sampling = work.config.sampling
+    if sampling.greedy or round_no == 1:
+        return work
+    seed = (sampling.seed or 0) + round_no - 1
+    return replace(work, config=replace(work.config, sampling=replace(sampling, seed=seed)))
 
 
 def bench_command(args: argparse.Namespace) -> int:

@@ -109,15 +109,27 @@ class DrafterFigures:
     def measured(self) -> bool:
         return self.cost.n > 0
 
+    def position_acceptances(self, k: int) -> list[float]:
+        """Chance that token i (0-based) is accepted given tokens 0..i-1 were, for i < k.
+
+        Each position's own record, shrunk towards the position before it (the first towards all
+        positions pooled): a position rarely tried is taken to be about as likely as the one
+        before, since the tokens that survive to it are the draft's easier ones. Shrinking towards
+        the pooled figure instead made every untried position look like the average, so K = auto
+        never tried the longer drafts that pay when sampling."""
+        rates, prior = [], min(self.acceptance, 0.999)
+        for i in range(k):
+            prior = (self.hits[i] + POSITION_PRIOR * prior) / (self.trials[i] + POSITION_PRIOR)
+            rates.append(prior)
+        return rates
+
     def position_acceptance(self, i: int) -> float:
-        """Chance that token i (0-based) is accepted given tokens 0..i-1 were."""
-        pooled = min(self.acceptance, 0.999)
-        return (self.hits[i] + POSITION_PRIOR * pooled) / (self.trials[i] + POSITION_PRIOR)
+        return self.position_acceptances(i + 1)[i]
 
     def expected_tokens(self, k: int) -> float:
         total, survive = 1.0, 1.0
-        for i in range(k):
-            survive *= self.position_acceptance(i)
+        for rate in self.position_acceptances(k):
+            survive *= rate
             total += survive
         return total
 
@@ -149,15 +161,19 @@ class VerifyCosts:
 
     def __init__(self) -> None:
         self._passes: dict[int, deque[float]] = {}
+        self._medians: dict[int, float] = {}
 
     def add(self, rows: int, seconds: float) -> None:
-        self._passes.setdefault(rows, deque(maxlen=VERIFY_WINDOW)).append(seconds)
+        passes = self._passes.setdefault(rows, deque(maxlen=VERIFY_WINDOW))
+        passes.append(seconds)
+        self._medians[rows] = median(passes)
 
     def __bool__(self) -> bool:
         return bool(self._passes)
 
     def table(self) -> dict[int, float]:
-        return {rows: median(passes) for rows, passes in self._passes.items()}
+        """Seconds per batch size (the caller must not change it)."""
+        return self._medians
 
 
 class AutoDraft:
