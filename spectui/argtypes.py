@@ -76,29 +76,23 @@ def context_length(value: str) -> int:
 
 
 def temperature(value: str) -> float:
-    allowed = f"a number from 0 (greedy) to {limits.MAX_TEMPERATURE:g}"
-    try:
-        number = float(value)
-    except ValueError:
-        raise _fail(f"must be {allowed}, not {value!r}") from None
-    if not math.isfinite(number) or not 0.0 <= number <= limits.MAX_TEMPERATURE:
-        raise _fail(f"must be {allowed}, not {value}")
-    return number
+    return _bounded_float(value, limits.MAX_TEMPERATURE, f"a number from 0 (greedy) to {limits.MAX_TEMPERATURE:g}")
 
 
 def probability(value: str) -> float:
     """top-p or min-p: a number from 0 to 1."""
-    allowed = f"a number from 0 to {limits.MAX_PROBABILITY:g}"
+    return _bounded_float(value, limits.MAX_PROBABILITY, f"a number from 0 to {limits.MAX_PROBABILITY:g}")
+
+
+def _bounded_float(value: str, high: float, allowed: str) -> float:
+    """A finite number from 0 to `high`; else the one line saying what is `allowed`."""
     try:
         number = float(value)
     except ValueError:
         raise _fail(f"must be {allowed}, not {value!r}") from None
-    if not math.isfinite(number) or not 0.0 <= number <= limits.MAX_PROBABILITY:
+    if not math.isfinite(number) or not 0.0 <= number <= high:
         raise _fail(f"must be {allowed}, not {value}")
     return number
-
-
-top_k = int_range(0, limits.MAX_TOP_K, low_label="off")
 
 
 def draft_length(value: str) -> int | str:
