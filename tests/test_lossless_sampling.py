@@ -84,21 +84,31 @@ def check_lossless(tiny_pair, cfg: SamplingConfig) -> tuple[float, float, dict[s
     return p_first, p_second, kinds
 
 
-@pytest.mark.parametrize("cfg", [PURE, PROCESSED], ids=["T1-pure", "T0.8-topk-topp-minp"])
-def test_rejection_sampling_reproduces_the_target_distribution(tiny_pair, cfg):
-    p_first, p_second, kinds = check_lossless(tiny_pair, cfg)
-    # Both paths are exercised: draft tokens accepted, and rejected then resampled.
+def assert_reproduces_the_target(pair, cfg: SamplingConfig) -> None:
+    """The chi-square check passes, with both paths exercised: draft tokens accepted, and
+    rejected then resampled (every drafter's and every model family's test calls this)."""
+    p_first, p_second, kinds = check_lossless(pair, cfg)
     assert kinds["accepted_first"] > N_STEPS * 0.1
     assert kinds["resampled_first"] > N_STEPS * 0.1
     assert p_first > 0.001, f"first token does not follow the target's distribution (p={p_first:.2g})"
     assert p_second > 0.001, f"second token does not follow the target's distribution (p={p_second:.2g})"
 
 
-def test_the_same_check_catches_an_always_accept_rule(tiny_pair, monkeypatch):
+def assert_an_always_accept_rule_is_caught(pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same check fails when draft tokens are accepted without rejection sampling."""
     monkeypatch.setattr(speculative, "accept_draft_token", lambda p_d, q_d, u: True)
-    p_first, _, kinds = check_lossless(tiny_pair, PURE)
+    p_first, _, kinds = check_lossless(pair, PURE)
     assert kinds["resampled_first"] == 0
     assert p_first < 1e-6, "an always-accept rule emits the draft's distribution and must be caught"
+
+
+@pytest.mark.parametrize("cfg", [PURE, PROCESSED], ids=["T1-pure", "T0.8-topk-topp-minp"])
+def test_rejection_sampling_reproduces_the_target_distribution(tiny_pair, cfg):
+    assert_reproduces_the_target(tiny_pair, cfg)
+
+
+def test_the_same_check_catches_an_always_accept_rule(tiny_pair, monkeypatch):
+    assert_an_always_accept_rule_is_caught(tiny_pair, monkeypatch)
 
 
 def test_the_same_check_catches_a_resample_from_p_instead_of_the_residual(tiny_pair, monkeypatch):
