@@ -84,6 +84,9 @@ def probability(value: str) -> float:
     return _bounded_float(value, limits.MAX_PROBABILITY, f"a number from 0 to {limits.MAX_PROBABILITY:g}")
 
 
+top_k = int_range(0, limits.MAX_TOP_K, low_label="off")
+
+
 def _bounded_float(value: str, high: float, allowed: str) -> float:
     """A finite number from 0 to `high`; else the one line saying what is `allowed`."""
     try:
