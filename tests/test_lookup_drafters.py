@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ from spectui.engine import speculative
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.drafters import DrafterSpec
 from spectui.engine.drafters.base import FixedBudget
+from spectui.engine.drafters.chain import Behind, Lookup
 from spectui.engine.drafters.lookup_gate import Calibration
 from spectui.engine.drafters.ngram import NgramDrafter
 from spectui.engine.drafters.suffix import SuffixDrafter
@@ -196,6 +198,56 @@ def test_a_chain_lets_the_lookup_propose_when_it_matches_and_the_model_otherwise
         assert sources[0] == "model" and sources[-1] == lookup, kind
         assert events[-1].stats.by_source[lookup].accepted > events[-1].stats.by_source["model"].accepted
         gen.reset()
+
+
+class StopAt:
+    """A stand-in for a lookup ahead of the draft model: it would propose once the context ends
+    with `token`, and records the context lengths it was asked about."""
+
+    def __init__(self, token: int) -> None:
+        self.token = token
+        self.asked: list[int] = []
+
+    def would_propose(self, context, budget, cfg) -> bool:
+        self.asked.append(len(context))
+        return context[-1] == self.token
+
+
+def test_the_draft_model_stops_where_a_lookup_ahead_would_take_over(gen):
+    model = gen.drafters["model"]
+    context = gen.target.tokenize("The story of the wind")
+    model.reset()
+    free = model.propose(context, FixedBudget(6), GREEDY, np.random.default_rng(0)).tokens
+    assert len(free) == 6
+    i = next(i for i in range(1, 6) if free[i] not in free[:i])  # the first token not drafted before it
+    lookup = StopAt(free[i])
+    assert isinstance(lookup, Lookup)
+    behind = Behind(FixedBudget(6), [lookup], "model", GREEDY)
+    proposal = model.propose(context, behind, GREEDY, np.random.default_rng(0))
+    assert proposal.tokens == free[:i + 1] and proposal.work == i + 1  # no forward pass after the hand-over
+    assert lookup.asked == [len(context) + n for n in range(1, i + 2)]  # asked after each drafted token
+    model.reset()
+
+
+@pytest.mark.parametrize("m", [10, 20, 30])
+def test_in_a_chain_the_lookup_goes_on_where_the_draft_model_handed_over(gen, m):
+    """At a fixed K = 8 the draft model drafts 8 tokens unless it hands over; after a shorter
+    model cycle that the target kept whole, the lookup proposes (unless the target's own token
+    after the hand-over broke the match). The lookup first learns, over one reply, how far its
+    matches hold: judged by its prior alone it is not trusted ahead of a draft model."""
+    prompt = loop_prompt(gen, "Hello", m)
+    for kind in ("model+ngram", "model+suffix"):
+        lookup = kind.split("+")[1]
+        gen.drafters[lookup].calibration = Calibration()
+        reply(gen, prompt, 8, kind, max_tokens=64)  # the lookup learns how far to trust its matches
+        gen.reset()
+        events = list(gen.generate(prompt, GenerationConfig(max_tokens=64, sampling=GREEDY),
+                                   DraftControl(8, drafter=kind)))
+        cycles = [e.cycle for e in events if isinstance(e, Progress)]
+        handed = [after.source for cycle, after in pairwise(cycles)
+                  if cycle.source == "model" and 0 < cycle.drafted == cycle.accepted < cycle.k]
+        assert lookup in handed, kind
+        assert events[-1].tokens == reply(gen, prompt, 0, max_tokens=64).tokens
 
 
 def test_k_auto_prices_each_member_of_a_chain_separately(gen):

@@ -97,6 +97,26 @@ def test_a_withheld_candidate_is_judged_by_how_the_context_went_on():
     assert drafter.calibration.estimate(True, found.bucket, found.raw)[0] < doubted
 
 
+def test_would_propose_answers_as_propose_would_and_learns_nothing():
+    drafter, ahead = NgramDrafter(), AheadOf(FixedBudget(5), "model")
+    assert propose(drafter, WEAK, ahead).tokens == []  # withheld: waits to be judged
+    before = drafter.calibration.estimate(True, 2, [0.5])
+    assert drafter.would_propose(LOOP, FixedBudget(5), GREEDY)
+    assert not drafter.would_propose(WEAK, ahead, GREEDY)
+    assert drafter.calibration.estimate(True, 2, [0.5]) == before
+    propose(drafter, [*WEAK, 4, 7, 1, 2], ahead)  # the withheld candidate is still judged: right
+    assert drafter.calibration.estimate(True, 2, [0.5])[0] > before[0]
+
+
+def test_under_k_auto_a_lookup_proposes_what_its_estimates_support_not_autos_average_k():
+    auto = AutoDraft()
+    loop = [9, *range(1, 13), *range(1, 13)]  # 1..12 twice: a long, sure continuation
+    assert auto.k("ngram") == 4  # nothing measured: K = auto's first guess
+    sure = propose(NgramDrafter(), loop, CappedBudget(auto, 16))
+    assert len(sure.tokens) > 4 and sure.tokens == list(range(1, len(sure.tokens) + 1))
+    assert len(propose(NgramDrafter(), loop, FixedBudget(4)).tokens) == 4  # a fixed K still caps it
+
+
 def test_wrong_lookups_stop_being_proposed_alone():
     drafter = NgramDrafter()
     context = list(LOOP)

@@ -215,6 +215,10 @@ class AutoDraft:
             return PROBE_K
         return 0
 
+    def limit(self, source: str) -> int:
+        """K = auto's ceiling: a lookup weighs each proposal against its verify rows itself."""
+        return self.max_k
+
     def p_min(self, source: str) -> float:
         """Stop a draft when its calibrated confidence falls below the cost of one more token.
 

@@ -12,7 +12,7 @@ measured (`spectui.engine.autodraft`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -69,6 +69,11 @@ class Budget(Protocol):
     def p_min(self, source: str) -> float:
         """Stop drafting once the drafter's confidence in its next token falls below this."""
 
+    def limit(self, source: str) -> int:
+        """The most tokens any proposal may hold this cycle: the user's fixed K, or K = auto's
+        ceiling. A drafter that weighs each proposal itself (the lookups) asks this instead of
+        `k`, K = auto's pick from its averages."""
+
 
 @dataclass(frozen=True)
 class FixedBudget:
@@ -81,6 +86,9 @@ class FixedBudget:
 
     def p_min(self, source: str) -> float:
         return 0.0
+
+    def limit(self, source: str) -> int:
+        return self.fixed_k
 
 
 @dataclass
@@ -98,6 +106,17 @@ class CappedBudget:
 
     def p_min(self, source: str) -> float:
         return self.inner.p_min(source)
+
+    def limit(self, source: str) -> int:
+        self.given[source] = max(0, min(self.inner.limit(source), self.cap))
+        return self.given[source]
+
+
+def hand_over(budget: Budget) -> Callable[[Sequence[int]], bool] | None:
+    """For a drafter that runs a network behind a lookup (`chain.Behind`): a question to ask
+    after each drafted token, "would the lookup propose after this context?"; None elsewhere.
+    On yes the drafter stops, and the lookup proposes the rest next cycle for free."""
+    return getattr(budget, "hands_over", None)
 
 
 class Drafter(Protocol):

@@ -5,12 +5,19 @@ free; otherwise the draft model proposes. Each member keeps its own `source`, so
 and the panel counts each one separately. A member that has another behind it sees its budget
 through `AheadOf`, which names that fallback: a lookup then proposes only what beats it
 (`lookup_gate.min_score`).
+
+A member behind a lookup sees its budget through `Behind`: after each token it drafts it asks
+`hands_over(context + drafted)`, and stops when the lookup would propose from there. Text that
+repeats with a few words changed ("Week 3 / Wednesday: 100m, 100m, ...") then goes: the draft
+model drafts the changed words, the lookup proposes the repeated rest in the next cycle for
+free, instead of the draft model paying a forward pass for every repeated token.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -33,6 +40,43 @@ class AheadOf:
     def p_min(self, source: str) -> float:
         return self.inner.p_min(source)
 
+    def limit(self, source: str) -> int:
+        return self.inner.limit(source)
+
+
+@runtime_checkable
+class Lookup(Protocol):
+    """What `Behind` needs of a lookup ahead (`LookupDrafter.would_propose`)."""
+
+    def would_propose(self, context: Sequence[int], budget: Budget, cfg: SamplingConfig) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Behind:
+    """The chain's budget as a member behind lookups sees it: the same K and early stop, and a
+    question to ask after each drafted token: would a lookup ahead take over from here?"""
+
+    inner: Budget
+    ahead: Sequence[Lookup]
+    me: str
+    """This member's `source` (the lookups' fallback)."""
+    cfg: SamplingConfig
+
+    def k(self, source: str) -> int:
+        return self.inner.k(source)
+
+    def p_min(self, source: str) -> float:
+        return self.inner.p_min(source)
+
+    def limit(self, source: str) -> int:
+        return self.inner.limit(source)
+
+    def hands_over(self, context: Sequence[int]) -> bool:
+        """True when a lookup ahead would propose after `context` (the context and what this
+        member drafted so far): stop drafting, the lookup goes on next cycle."""
+        ahead = AheadOf(self.inner, self.me)
+        return any(lookup.would_propose(context, ahead, self.cfg) for lookup in self.ahead)
+
 
 class ChainDrafter:
     def __init__(self, members: Sequence[Drafter]) -> None:
@@ -53,8 +97,7 @@ class ChainDrafter:
         proposal = Proposal()
         work = 0
         for i, member in enumerate(self.members):
-            behind = self.members[i + 1].source if i + 1 < len(self.members) else ""
-            proposal = member.propose(context, AheadOf(budget, behind) if behind else budget, cfg, rng)
+            proposal = member.propose(context, self._budget_of(i, budget, cfg), cfg, rng)
             work += proposal.work
             if proposal.tokens:
                 self._last = member
@@ -63,6 +106,13 @@ class ChainDrafter:
             self._last = None
         proposal.work = work
         return proposal
+
+    def _budget_of(self, i: int, budget: Budget, cfg: SamplingConfig) -> Budget:
+        """Member i's view: ahead of the next member, or behind the lookups before it."""
+        if i + 1 < len(self.members):
+            return AheadOf(budget, self.members[i + 1].source)
+        lookups = [m for m in self.members[:i] if isinstance(m, Lookup)]
+        return Behind(budget, lookups, self.members[i].source, cfg) if lookups else budget
 
     def feedback(self, result: Feedback) -> None:
         if self._last is not None:

@@ -84,7 +84,7 @@ class LookupDrafter:
         tokens = as_token_list(context)
         self.judge(tokens)
         proposal = Proposal(source=self.source)
-        k = budget.k(self.source)
+        k = self._allowed(budget)
         candidate = self.find(tokens, k if k > 0 else SHADOW_K)
         if candidate is None or not candidate.tokens:
             return proposal
@@ -97,6 +97,21 @@ class LookupDrafter:
             previous = estimate
         self.offered(candidate, n)
         return proposal
+
+    def would_propose(self, context: Sequence[int], budget: Budget, cfg: SamplingConfig) -> bool:
+        """Whether `propose` would propose something after `context`; learns nothing (a draft
+        model behind this lookup asks after each token it drafts: `chain.Behind`)."""
+        k = self._allowed(budget)
+        candidate = self.find(as_token_list(context), k) if k > 0 else None
+        if candidate is None or not candidate.tokens:
+            return False
+        estimates = self.calibration.estimate(cfg.greedy, candidate.bucket, candidate.raw)
+        return self._length(estimates, budget, cfg, k) > 0
+
+    def _allowed(self, budget: Budget) -> int:
+        """The most this lookup may propose: the budget's ceiling when the gate weighs each
+        proposal (K = auto's pick averages over proposals of every confidence), else its K."""
+        return budget.limit(self.source) if self.gated else budget.k(self.source)
 
     def _length(self, estimates: list[float], budget: Budget, cfg: SamplingConfig, k: int) -> int:
         """How many tokens to propose: 0 unless the expected accepted count pays for them."""

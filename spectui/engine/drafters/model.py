@@ -13,7 +13,7 @@ import numpy as np
 
 from spectui.engine import sampling
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import Budget, Feedback, Proposal
+from spectui.engine.drafters.base import Budget, Feedback, Proposal, hand_over
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
 from spectui.engine.model import LlamaModel
 from spectui.engine.sampling import Dist
@@ -71,6 +71,7 @@ class DraftModelDrafter:
         proposal.caught_up = len(context) - self.model.kept_on_sync(context)
         logits = self.model.catch_up(context)
         proposal.work = 1
+        hands_over = hand_over(budget)
         while True:
             token, dist, confidence = choose(logits, cfg, rng, p_min)
             if confidence < p_min:
@@ -78,6 +79,8 @@ class DraftModelDrafter:
             proposal.add(token, dist, confidence)
             if len(proposal.tokens) == k or self.model.is_eog(token):
                 break
+            if hands_over is not None and hands_over([*context, *proposal.tokens]):
+                break  # the lookup ahead takes it from here next cycle, for free
             logits = self.model.extend([token])[0]
             proposal.work += 1
         return proposal
