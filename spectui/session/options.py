@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from spectui.chat.settings import ChatSettings
@@ -119,6 +119,16 @@ def models_from_args(args: argparse.Namespace) -> ModelChoice:
         choice = ModelChoice(pair.name, pair.target, spec, pair.recommended_k, rpc=pair_rpc(pair.name))
     check_spec(choice.drafter)
     return choice
+
+
+def for_pair(options: ChatOptions, name: str, target: Path, draft: Path | None, kind: str,
+             recommended_k: DraftLength | None) -> ChatOptions:
+    """`options` switched to catalog pair `name` in a running chat: its files, its K (else the
+    one in use), drafter `kind`, and the RPC workers the pair names unless --rpc named others."""
+    drafter = replace(options.drafter, kind=kind, draft=draft)
+    return replace(options, pair_name=name, target=target, drafter=drafter,
+                   k=options.k if recommended_k is None else recommended_k,
+                   rpc=options.rpc_named or pair_rpc(name))
 
 
 def pair_rpc(name: str) -> str | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -27,7 +26,7 @@ from spectui.paths import chats_db_path
 from spectui.session.baseline import Baseline
 from spectui.session.loaded import EngineSession
 from spectui.session.machine import LoadMeter
-from spectui.session.options import ChatOptions, pair_drafter_kind, pair_rpc
+from spectui.session.options import ChatOptions, for_pair, pair_drafter_kind
 from spectui.ui.chat_actions import ChatActions
 from spectui.ui.chat_view import AssistantMessage, ChatLog, Comparison, NoteMessage, UserMessage
 from spectui.ui.commands import ChatCommands
@@ -279,12 +278,9 @@ class SpectuiApp(Controls, Replies, ChatActions, EngineWorkers, App[int]):
         self.panel.show()
 
     async def on_pair_ready(self, message: PairReady) -> None:
-        k = message.recommended_k if message.recommended_k is not None else self.options.k
         kind = pair_drafter_kind(message.drafter, self.options.drafter.kind)
-        drafter = replace(self.options.drafter, kind=kind, draft=message.draft)
-        rpc = self.options.rpc_named or pair_rpc(message.name)
-        options = replace(self.options, pair_name=message.name, target=message.target,
-                          drafter=drafter, k=k, rpc=rpc)
+        options = for_pair(self.options, message.name, message.target, message.draft, kind,
+                           message.recommended_k)
         self.draft_control = options.draft_control()
         await self.note(f"switched to pair {message.name}: {options.models_label}")
         self.start_loading(options)

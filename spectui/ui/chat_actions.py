@@ -61,12 +61,9 @@ def recorded_options(options: ChatOptions, pair: str, models: dict[str, Any]) ->
             resolved = resolve_pair(name)
         except SpectuiError as error:
             return None, unavailable(f"pair {name}", str(error), options)
-        spec = DrafterSpec(kind, resolved.draft_model, options.drafter.draft_n_gpu_layers)
-        from spectui.session.options import pair_rpc
+        from spectui.session.options import for_pair
 
-        rpc = options.rpc_named or pair_rpc(name)
-        return replace(options, pair_name=name, target=resolved.target, drafter=spec, k=resolved.recommended_k,
-                       rpc=rpc), ""
+        return for_pair(options, name, resolved.target, resolved.draft_model, kind, resolved.recommended_k), ""
     if not target:
         return None, ""
     target_path = Path(str(target))
