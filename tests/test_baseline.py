@@ -19,14 +19,15 @@ def baseline(minutes_ago: float = 0, others: float | None = 0.1) -> Baseline:
 
 def test_a_fresh_baseline_under_the_same_load_is_kept():
     assert not baseline(2).is_stale(0.2, now=NOW)
-    assert baseline_probe(baseline(0), None) == 0  # load unknown: age alone decides
+    assert baseline_probe(baseline(0), None, now=NOW) == 0  # load unknown: age alone decides
+    assert baseline_probe(baseline(11), None, now=NOW) == PROBE_TOKENS
 
 
 def test_an_old_baseline_or_a_changed_load_calls_for_a_probe():
     assert baseline(11).is_stale(0.1, now=NOW)
     assert baseline(1).is_stale(1.0, now=NOW)  # another program now takes a core
     assert baseline(1, others=1.2).is_stale(0.1, now=NOW)  # ... or has stopped
-    assert baseline_probe(baseline(0, others=1.2), 0.0) == PROBE_TOKENS
+    assert baseline_probe(baseline(0, others=1.2), 0.0, now=NOW) == PROBE_TOKENS
     assert baseline_probe(None, 0.0) == PROBE_TOKENS
 
 

@@ -63,9 +63,9 @@ class Baseline:
         return age > MAX_AGE_SECONDS or load_changed(self.others_load, others_now)
 
 
-def baseline_probe(baseline: Baseline | None, others_now: float | None) -> int:
+def baseline_probe(baseline: Baseline | None, others_now: float | None, now: datetime | None = None) -> int:
     """Tokens the next reply should decode with speculation off to re-measure the baseline."""
-    return PROBE_TOKENS if baseline is None or baseline.is_stale(others_now) else 0
+    return PROBE_TOKENS if baseline is None or baseline.is_stale(others_now, now) else 0
 
 
 def _ago(seconds: float) -> str:
