@@ -26,13 +26,10 @@ from spectui.engine.drafters.base import Budget, Drafter, Feedback, Proposal
 
 
 @dataclass(frozen=True)
-class AheadOf:
-    """The chain's budget as a member that is not last sees it: the same K and early stop, plus
-    which drafter proposes if this one does not."""
+class _ChainView:
+    """The chain's budget as one member sees it: the same K, early stop and ceiling."""
 
     inner: Budget
-    fallback: str
-    """The `source` of the next member."""
 
     def k(self, source: str) -> int:
         return self.inner.k(source)
@@ -42,6 +39,14 @@ class AheadOf:
 
     def limit(self, source: str) -> int:
         return self.inner.limit(source)
+
+
+@dataclass(frozen=True)
+class AheadOf(_ChainView):
+    """The view of a member that is not last: plus which drafter proposes if this one does not."""
+
+    fallback: str
+    """The `source` of the next member."""
 
 
 @runtime_checkable
@@ -52,24 +57,14 @@ class Lookup(Protocol):
 
 
 @dataclass(frozen=True)
-class Behind:
-    """The chain's budget as a member behind lookups sees it: the same K and early stop, and a
-    question to ask after each drafted token: would a lookup ahead take over from here?"""
+class Behind(_ChainView):
+    """The view of a member behind lookups: plus a question to ask after each drafted token:
+    would a lookup ahead take over from here?"""
 
-    inner: Budget
     ahead: Sequence[Lookup]
     me: str
     """This member's `source` (the lookups' fallback)."""
     cfg: SamplingConfig
-
-    def k(self, source: str) -> int:
-        return self.inner.k(source)
-
-    def p_min(self, source: str) -> float:
-        return self.inner.p_min(source)
-
-    def limit(self, source: str) -> int:
-        return self.inner.limit(source)
 
     def hands_over(self, context: Sequence[int]) -> bool:
         """True when a lookup ahead would propose after `context` (the context and what this
