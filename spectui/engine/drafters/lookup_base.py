@@ -84,13 +84,11 @@ class LookupDrafter:
         tokens = as_token_list(context)
         self.judge(tokens)
         proposal = Proposal(source=self.source)
-        k = self._allowed(budget)
-        candidate = self.find(tokens, k if k > 0 else SHADOW_K)
-        if candidate is None or not candidate.tokens:
+        planned = self._plan(tokens, budget, cfg, self._allowed(budget))
+        if planned is None:
             return proposal
+        candidate, estimates, n = planned
         self._awaiting = _Awaiting(candidate, cfg.greedy, len(tokens), tokens[-1])
-        estimates = self.calibration.estimate(cfg.greedy, candidate.bucket, candidate.raw)
-        n = self._length(estimates, budget, cfg, k) if self.gated else min(len(candidate.tokens), k)
         previous = 1.0
         for token, estimate in zip(candidate.tokens[:n], estimates[:n], strict=True):
             proposal.add(token, None, estimate / previous if previous > 0 else 0.0)
@@ -102,11 +100,19 @@ class LookupDrafter:
         """Whether `propose` would propose something after `context`; learns nothing (a draft
         model behind this lookup asks after each token it drafts: `chain.Behind`)."""
         k = self._allowed(budget)
-        candidate = self.find(as_token_list(context), k) if k > 0 else None
+        planned = self._plan(as_token_list(context), budget, cfg, k) if k > 0 else None
+        return planned is not None and planned[2] > 0
+
+    def _plan(self, tokens: list[int], budget: Budget, cfg: SamplingConfig,
+              k: int) -> tuple[Candidate, list[float], int] | None:
+        """The candidate for `tokens` (looked up to be judged only when `k` is 0), its calibrated
+        estimates, and how many of its tokens to propose; None when nothing was found."""
+        candidate = self.find(tokens, k if k > 0 else SHADOW_K)
         if candidate is None or not candidate.tokens:
-            return False
+            return None
         estimates = self.calibration.estimate(cfg.greedy, candidate.bucket, candidate.raw)
-        return self._length(estimates, budget, cfg, k) > 0
+        n = self._length(estimates, budget, cfg, k) if self.gated else min(len(candidate.tokens), k)
+        return candidate, estimates, n
 
     def _allowed(self, budget: Budget) -> int:
         """The most this lookup may propose: the budget's ceiling when the gate weighs each
