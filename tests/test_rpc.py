@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -295,6 +296,16 @@ def test_a_worker_gone_between_connect_and_load_is_one_line_not_an_abort(tiny_pa
 # ----- a pair's own workers (models.toml) ---------------------------------------------------------
 
 
+def write_far_pair(home: Path, rpc: str) -> Path:
+    """The user's models.toml with one pair, `far`, whose target runs on the workers `rpc`."""
+    config = home / "config" / "models.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'[pairs.far]\ndescription = "far"\nsize_gb = 0.1\nrpc = "{rpc}"\n'
+                      '[pairs.far.target]\nrepo = "me/T-GGUF"\nfiles = ["target.gguf"]\n'
+                      '[pairs.far.draft]\nrepo = "me/D-GGUF"\nfiles = ["draft.gguf"]\n')
+    return config
+
+
 def test_a_pair_in_models_toml_brings_its_workers_and_rpc_on_the_command_line_wins(
         tiny_pair, workers, spectui_home, capsys):
     import json
@@ -302,11 +313,7 @@ def test_a_pair_in_models_toml_brings_its_workers_and_rpc_on_the_command_line_wi
     from spectui.catalog import record
     from spectui.cli import main
 
-    config = spectui_home / "config" / "models.toml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(f'[pairs.far]\ndescription = "far"\nsize_gb = 0.1\nrpc = "{workers}"\n'
-                      '[pairs.far.target]\nrepo = "me/T-GGUF"\nfiles = ["target.gguf"]\n'
-                      '[pairs.far.draft]\nrepo = "me/D-GGUF"\nfiles = ["draft.gguf"]\n')
+    write_far_pair(spectui_home, workers)
     files = {name: record.PulledFile(path=str(path), size=path.stat().st_size)
              for name, path in (("target", tiny_pair.target), ("draft", tiny_pair.draft))}
     record.add_pair("far", record.PulledPair(target=[files["target"]], draft=[files["draft"]], recommended_k=3,
@@ -326,11 +333,7 @@ def test_a_bad_rpc_in_models_toml_is_one_line_naming_the_file(spectui_home):
     from spectui.catalog.loader import load_catalog
     from spectui.errors import CatalogError
 
-    config = spectui_home / "config" / "models.toml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text('[pairs.far]\ndescription = "far"\nsize_gb = 0.1\nrpc = "nohost"\n'
-                      '[pairs.far.target]\nrepo = "me/T-GGUF"\nfiles = ["target.gguf"]\n'
-                      '[pairs.far.draft]\nrepo = "me/D-GGUF"\nfiles = ["draft.gguf"]\n')
+    config = write_far_pair(spectui_home, "nohost")
     with pytest.raises(CatalogError) as caught:
         load_catalog()
     message = str(caught.value)
