@@ -35,8 +35,9 @@ TARGET_PRECISION = "F32"
 DRAFT_PRECISION = "Q4_0"
 """Draft precision: the fastest to decode."""
 RECOMMENDED_K: DraftLength = AUTO
-"""K = auto: with the default drafter (the suffix lookup ahead of the draft model) it beat K = 5
-on every prompt measured (docs/BENCHMARKS.md: 3.04x against 2.39x on the first-reply opening)."""
+"""K = auto: with the default drafter (the suffix lookup ahead of the draft model) it beat K = 5 on
+text that repeats at length (first-reply opening 2.49x against 1.94x) and lost by about a tenth
+on short lines with changing numbers (docs/BENCHMARKS.md, "The demo pair opens at K = auto")."""
 SOURCE_NAME = "gemma-3-270m-q4_k_m.gguf"
 FTYPES = {"F32": "LLAMA_FTYPE_ALL_F32", "F16": "LLAMA_FTYPE_MOSTLY_F16",
           "Q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "Q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0",
