@@ -292,6 +292,13 @@ def test_a_past_chat_makes_the_suffix_drafter_propose(tiny_pair, tmp_path):
     assert final.stats.target_passes < without.stats.target_passes
 
 
+def test_a_short_match_proposes_up_to_twice_its_length():
+    # "1 2" matched (2 tokens; "9 1 2" and "5 1 2" differ before them); what followed runs on for 9.
+    context = [9, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 5, 1, 2]
+    found = SuffixDrafter().find(context, 16)
+    assert found is not None and found.tokens == [3, 4, 5, 6]
+
+
 def test_another_chat_moves_the_conversation_into_the_history_once(gen):
     drafter = SuffixDrafter()
     first, second = list(range(100, 160)), list(range(300, 340))

@@ -44,6 +44,21 @@ def test_calibration_learns_how_often_each_kind_of_evidence_is_right():
     assert calibration.estimate(False, 5, [1.0]) == pytest.approx([0.5])  # sampling learns apart
 
 
+def test_each_kind_of_evidence_learns_how_far_it_stays_right():
+    # Short matches are right about the next token and wrong two on (a number that changes every
+    # line); long matches stay right. One shared figure for later tokens rated both alike.
+    calibration = Calibration()
+    for _ in range(30):
+        calibration.observe(True, 1, [1.0, 1.0, 1.0], accepted=1)
+        calibration.observe(True, 4, [1.0, 1.0, 1.0], accepted=3)
+    short, long = calibration.estimate(True, 1, [1.0, 1.0]), calibration.estimate(True, 4, [1.0, 1.0])
+    assert short[0] > 0.9 and long[0] > 0.9
+    assert short[1] < 0.3 < 0.9 < long[1]
+    # A kind not seen yet starts from what all kinds showed so far (about half the later tokens right).
+    fresh = calibration.estimate(True, 2, [1.0, 1.0])
+    assert short[1] < fresh[1] / fresh[0] < long[1]
+
+
 def test_trim_stops_before_an_unlikely_token_and_at_k_autos_early_stop():
     assert lookup_gate.trim([0.9, 0.6, 0.2, 0.05], min_token_prob=0.1, p_min=0.0) == 3
     assert lookup_gate.trim([0.9, 0.6, 0.2, 0.05], min_token_prob=0.1, p_min=0.5) == 2  # 0.2/0.6 < 0.5
@@ -129,7 +144,7 @@ def test_wrong_lookups_stop_being_proposed_alone():
 
 def test_an_ungated_lookup_proposes_every_match_in_full():
     drafter = SuffixDrafter(gated=False)
-    assert propose(drafter, LOOP, AheadOf(FixedBudget(5), "model")).tokens == [4, 5, 6]  # match 3: cap 3
+    assert propose(drafter, LOOP, AheadOf(FixedBudget(5), "model")).tokens == [4, 5, 6, 1, 2]  # match 3: cap 6, K 5
 
 
 # ----- past chats -----------------------------------------------------------------------------------

@@ -19,11 +19,13 @@ once it has them; with a fixed K, or before anything is measured, from fixed thr
 acceptance counts on the demo pair (`ALONE_MIN_SCORE`, `CHAINED_MIN_SCORE`).
 
 The acceptance estimates are the lookup's raw evidence (count ratios, how consistent the earlier
-occurrences were), calibrated by what the target actually accepted (`Calibration`): per kind of
-evidence (the n-gram length, the suffix match length and where it was found) for the first token,
-and once for each later token given the one before it was accepted. Greedy and sampled replies
-keep separate figures: a point-mass proposal d is accepted with p(d) when sampling, which is
-lower than the 0/1 agreement of greedy decoding.
+occurrences were), calibrated by what the target actually accepted (`Calibration`), per kind of
+evidence (the n-gram length, the suffix match length and where it was found): one factor for the
+first token, one for each later token given the one before it was accepted. A short match is
+often right about the next token and wrong a few tokens on (a list whose number changes every
+line), so the later factor is learnt per kind too, starting from the figure shared by all kinds.
+Greedy and sampled replies keep separate figures: a point-mass proposal d is accepted with p(d)
+when sampling, which is lower than the 0/1 agreement of greedy decoding.
 """
 
 from __future__ import annotations
@@ -80,15 +82,17 @@ class Calibration:
 
     first: dict[tuple[bool, Hashable], _Ratio] = field(default_factory=dict)
     """(greedy, evidence bucket) -> accepted first tokens / claimed raw probability."""
-    later: dict[bool, _Ratio] = field(default_factory=dict)
-    """greedy -> accepted later tokens / claimed raw conditional probability (given the previous
-    token was accepted)."""
+    later: dict[tuple[bool, Hashable], _Ratio] = field(default_factory=dict)
+    """(greedy, evidence bucket) -> accepted later tokens / claimed raw conditional probability
+    (given the previous token was accepted)."""
+    later_shared: dict[bool, _Ratio] = field(default_factory=dict)
+    """greedy -> the same over every bucket: where a bucket's own figure starts."""
 
     def estimate(self, greedy: bool, bucket: Hashable, raw: Sequence[float]) -> list[float]:
         """Cumulative acceptance estimates for a proposal whose raw cumulative probabilities are `raw`."""
         estimates: list[float] = []
         first = self.first.get((greedy, bucket)) or _prior(PRIOR_FIRST)
-        later = self.later.get(greedy) or _prior(PRIOR_NEXT)
+        later = self.later.get((greedy, bucket)) or self._later_prior(greedy)
         previous_raw = 1.0
         for i, prob in enumerate(raw):
             factor = first.value if i == 0 else later.value
@@ -103,10 +107,19 @@ class Calibration:
             return
         first = self.first.setdefault((greedy, bucket), _prior(PRIOR_FIRST))
         first.add(1.0 if accepted > 0 else 0.0, raw[0])
-        later = self.later.setdefault(greedy, _prior(PRIOR_NEXT))
+        if (greedy, bucket) not in self.later:
+            self.later[greedy, bucket] = self._later_prior(greedy)
+        ratios = (self.later[greedy, bucket], self.later_shared.setdefault(greedy, _prior(PRIOR_NEXT)))
         # Token i >= 1 was judged when token i - 1 was accepted; it succeeded when i < accepted.
         for i in range(1, min(accepted + 1, len(raw))):
-            later.add(1.0 if i < accepted else 0.0, raw[i] / raw[i - 1] if raw[i - 1] > 0 else 0.0)
+            claimed = raw[i] / raw[i - 1] if raw[i - 1] > 0 else 0.0
+            for ratio in ratios:
+                ratio.add(1.0 if i < accepted else 0.0, claimed)
+
+    def _later_prior(self, greedy: bool) -> _Ratio:
+        """A new bucket's later factor: the shared figure so far, weighted as a prior."""
+        shared = self.later_shared.get(greedy)
+        return _prior(shared.value if shared is not None else PRIOR_NEXT)
 
 
 def trim(estimates: list[float], min_token_prob: float, p_min: float) -> int:
