@@ -46,8 +46,9 @@ MAX_SPEC_FACTOR = 2.0
 """A match of m tokens proposes at most 2m (vLLM's default is m). Our gate calibrates each match
 length's later tokens on what the target accepted (`lookup_gate.Calibration`) and trims the
 proposal where they fall off, so a short match need not stop at m: on the demo pair a repeated
-line was proposed 3, then 7, then 15 tokens at a time, a target pass each; at 2m it is 2.58x over
-speculation off against 2.40x at m (6 interleaved rounds, scripts/bench_lookup.py's "repeat")."""
+line was proposed 3, then 7, then 15 tokens at a time, a target pass each. On scripts/bench_lookup.py's
+"repeat" prompt, 6 interleaved rounds in one process: 2.58x over speculation off at 2m, 2.40x at m
+(docs/BENCHMARKS.md has the full run)."""
 
 
 class SuffixDrafter(LookupDrafter):
