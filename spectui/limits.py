@@ -8,6 +8,14 @@ llama-cpp-python 0.3.36).
 MAX_DRAFT = 16
 """The most tokens one speculative cycle may propose (K's upper bound; `auto` stays within it)."""
 
+MAX_LOOKUP_DRAFT = 31
+"""The most tokens a lookup (`ngram`, `suffix`) may propose in one cycle at K = auto: a verify
+pass of 32 rows, as many as the target keeps logits for (`engine.model.MAX_LOGIT_ROWS`). A
+lookup costs no forward pass and its gate weighs each proposal against the measured cost of its
+verify rows, so it may go past MAX_DRAFT; a drafter that runs a network pays a pass per token
+and stays within MAX_DRAFT. On the demo pair a repeated 24-token line then takes one lookup
+cycle instead of two (docs/BENCHMARKS.md, issue #13)."""
+
 CTX_STEP = 256
 """llama.cpp pads every context up to a multiple of 256 tokens (`GGML_PAD(cparams.n_ctx, 256)`,
 src/llama-context.cpp:290), so `--ctx` must be one: any other value would silently change."""

@@ -34,6 +34,7 @@ from spectui.engine.drafters.suffix import SuffixDrafter
 from spectui.engine.events import Finished, Progress
 from spectui.engine.generator import Generator, load_generator
 from spectui.engine.model import LlamaModel
+from spectui.limits import MAX_DRAFT, MAX_LOOKUP_DRAFT
 from spectui.paths import chats_db_path
 from spectui.session.history import store_history
 from spectui.ui.chat_view import AssistantMessage
@@ -292,11 +293,24 @@ def test_a_past_chat_makes_the_suffix_drafter_propose(tiny_pair, tmp_path):
     assert final.stats.target_passes < without.stats.target_passes
 
 
-def test_a_short_match_proposes_up_to_twice_its_length():
-    # "1 2" matched (2 tokens; "9 1 2" and "5 1 2" differ before them); what followed runs on for 9.
-    context = [9, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 5, 1, 2]
-    found = SuffixDrafter().find(context, 16)
-    assert found is not None and found.tokens == [3, 4, 5, 6]
+def test_a_short_match_proposes_up_to_eight_times_its_length():
+    # "1 2" matched (2 tokens; "9 1 2" and "99 1 2" differ before them); what followed runs on for 23.
+    context = [9, 1, 2, *range(3, 23), 99, 1, 2]
+    found = SuffixDrafter().find(context, MAX_LOOKUP_DRAFT)
+    assert found is not None and found.tokens == list(range(3, 19))
+
+
+def test_under_k_auto_a_lookup_proposes_past_a_draft_models_longest_k(gen):
+    prompt = loop_prompt(gen, "Tell me about the wind", 64)
+    baseline = reply(gen, prompt, 0, max_tokens=96)
+    for kind in ("suffix", "model+suffix"):
+        gen.reset()
+        config = GenerationConfig(max_tokens=96, sampling=GREEDY)
+        events = list(gen.generate(prompt, config, DraftControl(AUTO, drafter=kind)))
+        drafted = [e.cycle.drafted for e in events if isinstance(e, Progress) and e.cycle.source == "suffix"]
+        assert events[-1].tokens == baseline.tokens
+        assert max(drafted) > MAX_DRAFT, f"{kind}: the lookup's proposals were {drafted}"
+        assert max(drafted) <= MAX_LOOKUP_DRAFT
 
 
 def test_another_chat_moves_the_conversation_into_the_history_once(gen):

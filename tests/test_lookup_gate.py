@@ -144,7 +144,7 @@ def test_wrong_lookups_stop_being_proposed_alone():
 
 def test_an_ungated_lookup_proposes_every_match_in_full():
     drafter = SuffixDrafter(gated=False)
-    assert propose(drafter, LOOP, AheadOf(FixedBudget(5), "model")).tokens == [4, 5, 6, 1, 2]  # match 3: cap 6, K 5
+    assert propose(drafter, LOOP, AheadOf(FixedBudget(5), "model")).tokens == [4, 5, 6, 1, 2]  # match 3: cap 24, K 5
 
 
 # ----- past chats -----------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import TYPE_CHECKING
 
-from spectui.limits import MAX_DRAFT
+from spectui.limits import MAX_DRAFT, MAX_LOOKUP_DRAFT
 
 if TYPE_CHECKING:
     from spectui.engine.speculative import StepResult
@@ -179,8 +179,12 @@ class VerifyCosts:
 class AutoDraft:
     """Online estimates per drafter and for the target's verify pass; a `Budget` for the step."""
 
-    def __init__(self, max_k: int = MAX_DRAFT, verify: VerifyCosts | None = None) -> None:
+    def __init__(self, max_k: int = MAX_DRAFT, verify: VerifyCosts | None = None,
+                 lookup_max_k: int = MAX_LOOKUP_DRAFT) -> None:
         self.max_k = max_k
+        """The longest K it picks for a drafter from its averages (`k`)."""
+        self.lookup_max_k = lookup_max_k
+        """The longest proposal a lookup may weigh itself (`limit`): no forward pass per token."""
         self.figures: dict[str, DrafterFigures] = {}
         self.verify = verify if verify is not None else VerifyCosts()
         """The target's pass costs (shared by the generator's greedy and sampled figures)."""
@@ -216,8 +220,9 @@ class AutoDraft:
         return 0
 
     def limit(self, source: str) -> int:
-        """K = auto's ceiling: a lookup weighs each proposal against its verify rows itself."""
-        return self.max_k
+        """K = auto's ceiling for a lookup, which weighs each proposal against its verify rows
+        itself (only lookups ask)."""
+        return self.lookup_max_k
 
     def p_min(self, source: str) -> float:
         """Stop a draft when its calibrated confidence falls below the cost of one more token.

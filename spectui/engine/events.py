@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from spectui.limits import MAX_DRAFT
+from spectui.limits import MAX_LOOKUP_DRAFT
 
 StopReason = Literal["eos", "stop", "length", "context", "cancelled", "worker"]
 
@@ -77,7 +77,7 @@ class GenerationStats:
     drafted: int = 0
     accepted: int = 0
     target_passes: int = 0
-    accept_histogram: list[int] = field(default_factory=lambda: [0] * (MAX_DRAFT + 1))
+    accept_histogram: list[int] = field(default_factory=lambda: [0] * (MAX_LOOKUP_DRAFT + 1))
     """accept_histogram[n] counts cycles in which n drafted tokens were accepted."""
     by_source: dict[str, SourceTotals] = field(default_factory=dict)
     """Proposed / accepted per drafter (a combination has one entry per member)."""
@@ -98,7 +98,7 @@ class GenerationStats:
         self.accepted += cycle.accepted
         self.target_passes += 1
         if cycle.drafted:
-            self.accept_histogram[min(cycle.accepted, MAX_DRAFT)] += 1
+            self.accept_histogram[min(cycle.accepted, MAX_LOOKUP_DRAFT)] += 1
             totals = self.by_source.setdefault(cycle.source, SourceTotals())
             totals.proposed += cycle.drafted
             totals.accepted += cycle.accepted

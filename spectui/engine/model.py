@@ -28,15 +28,16 @@ from spectui.engine.recurrent import RollbackKind, rollback_kind
 from spectui.engine.rewind import Rewinder
 from spectui.engine.vocab import ModelVocabulary
 from spectui.errors import ContextFullError, LoadCancelled, ModelLoadError
+from spectui.limits import MAX_LOOKUP_DRAFT
 
 if TYPE_CHECKING:
     from spectui.engine.rpc import RpcCluster
 
 _backend_ready = False
-# The most rows we ever ask logits for in one decode ([last, d_1..d_16]). llama.cpp sizes its
-# compute buffer for this many output rows: at the default (n_batch) a 262k-token vocabulary
-# reserves 512 MiB per context for logits we never request.
-MAX_LOGIT_ROWS = 32
+# The most rows we ever ask logits for in one decode ([last, d_1..d_31]: a lookup's longest
+# proposal). llama.cpp sizes its compute buffer for this many output rows: at the default
+# (n_batch) a 262k-token vocabulary reserves 512 MiB per context for logits we never request.
+MAX_LOGIT_ROWS = MAX_LOOKUP_DRAFT + 1
 
 ProgressCallback = Callable[[float], bool | None]
 """Receives the load's progress, 0..1; returning False cancels the load (`LoadCancelled`)."""

@@ -26,7 +26,7 @@ from spectui.engine.drafters import lookup_gate
 from spectui.engine.drafters.base import Budget, Feedback, Proposal
 from spectui.engine.drafters.lookup_gate import Calibration
 from spectui.engine.drafters.token_index import as_token_list, common_prefix
-from spectui.limits import MAX_DRAFT
+from spectui.limits import MAX_LOOKUP_DRAFT
 
 SHADOW_K = 8
 """Tokens looked up (to be judged, not proposed) in a cycle where the budget allows none."""
@@ -60,7 +60,8 @@ class LookupDrafter:
 
     source = ""
     label = ""
-    max_k = MAX_DRAFT
+    max_k = MAX_LOOKUP_DRAFT
+    """At K = auto; a fixed K caps it as it caps every drafter."""
 
     def __init__(self, *, gated: bool = True, min_token_prob: float = lookup_gate.MIN_TOKEN_PROB) -> None:
         """`gated=False` proposes every candidate in full (tests of the step)."""

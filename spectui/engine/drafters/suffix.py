@@ -42,12 +42,14 @@ RETIRE_BELOW = 0.5
 """A new prompt that shares less than this fraction of the conversation held starts another one."""
 MAX_BUCKET = 6
 """Match lengths are calibrated in powers of two: 1, 2-3, 4-7, 8-15, 16-31, 32+."""
-MAX_SPEC_FACTOR = 2.0
-"""A match of m tokens proposes at most 2m (vLLM's default is m). Our gate calibrates each match
+MAX_SPEC_FACTOR = 8.0
+"""A match of m tokens proposes at most 8m (vLLM's default is m). Our gate calibrates each match
 length's later tokens on what the target accepted (`lookup_gate.Calibration`) and trims the
-proposal where they fall off, so a short match need not stop at m: on the demo pair a repeated
-line was proposed 3, then 7, then 15 tokens at a time, a target pass each. On scripts/bench_lookup.py's
-"repeat" prompt, 6 interleaved rounds in one process: 2.58x over speculation off at 2m, 2.40x at m
+proposal where they fall off, so a short match need not stop at m. On the demo pair a repeated
+line of 24 tokens after a changed word matches only ": 1" (3 tokens): at m it took three lookup
+cycles (3, 7, then 15 tokens), at 2m two (6, then 17), at 8m (with `MAX_LOOKUP_DRAFT` over 16)
+one. scripts/bench_lookup.py's "repeat" prompt, 4 interleaved rounds in one process:
+2.57x over speculation off at 2m and a ceiling of 16, 2.89x at 8m and 31, 2.95x at 64m
 (docs/BENCHMARKS.md has the full run)."""
 
 
