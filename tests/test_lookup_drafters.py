@@ -293,11 +293,13 @@ def test_a_past_chat_makes_the_suffix_drafter_propose(tiny_pair, tmp_path):
     assert final.stats.target_passes < without.stats.target_passes
 
 
-def test_a_short_match_proposes_up_to_eight_times_its_length():
-    # "1 2" matched (2 tokens; "9 1 2" and "99 1 2" differ before them); what followed runs on for 23.
-    context = [9, 1, 2, *range(3, 23), 99, 1, 2]
-    found = SuffixDrafter().find(context, MAX_LOOKUP_DRAFT)
-    assert found is not None and found.tokens == list(range(3, 19))
+def test_a_short_match_proposes_twice_its_length_alone_and_eight_times_where_two_agree():
+    # "1 2" matched (2 tokens: "9 1 2", "98 1 2" and "99 1 2" differ before them); 3..22 followed it.
+    run = list(range(3, 23))
+    once = SuffixDrafter().find([9, 1, 2, *run, 99, 1, 2], MAX_LOOKUP_DRAFT)
+    assert once is not None and once.tokens == [3, 4, 5, 6]
+    twice = SuffixDrafter().find([9, 1, 2, *run, 98, 1, 2, *run, 99, 1, 2], MAX_LOOKUP_DRAFT)
+    assert twice is not None and twice.tokens == run[:16]
 
 
 def test_under_k_auto_a_lookup_proposes_past_a_draft_models_longest_k(gen):

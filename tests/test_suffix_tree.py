@@ -19,7 +19,7 @@ from spectui.engine.drafters.token_index import SENTINEL, ContextIndex, TokenInd
 
 
 def naive_follow(store: list[int], positions: list[int], cap: int, min_prob: float,
-                 open_end: bool) -> tuple[list[int], list[float]]:
+                 open_end: bool, solo_cap: int) -> tuple[list[int], list[float]]:
     tokens: list[int] = []
     probs: list[float] = []
     prob = 1.0
@@ -41,6 +41,8 @@ def naive_follow(store: list[int], positions: list[int], cap: int, min_prob: flo
         token = max(counts, key=lambda t: counts[t])  # first seen = most recent wins ties
         if prob * counts[token] / len(positions) < min_prob:
             break
+        if len(tokens) >= solo_cap and counts[token] < 2:  # past solo_cap only where two agree
+            break
         prob *= counts[token] / len(positions)
         tokens.append(token)
         probs.append(prob)
@@ -56,7 +58,8 @@ def naive_speculate(store: list[int], context: list[int], limits: SpecLimits, mi
     for m in range(min(limits.max_depth, len(context)), min_match - 1, -1):
         suffix = context[-m:]
         positions = [p for p in range(len(store) - 1, m - 1, -1) if store[p - m:p] == suffix]
-        tokens, probs = naive_follow(store, positions, limits.cap(m), limits.min_token_prob, open_end)
+        tokens, probs = naive_follow(store, positions, limits.cap(m), limits.min_token_prob, open_end,
+                                     limits.solo_cap(m))
         if sum(probs) > best_score:
             best, best_score = (tokens, probs, m), sum(probs)
     return best
@@ -197,6 +200,10 @@ def test_length_is_capped_by_match_length_factor_offset_and_max_tokens() -> None
     assert len(index.speculate(context, 20, max_spec_factor=1.0, max_spec_offset=2.0).tokens) == 5
     assert len(index.speculate(context, 4, max_spec_factor=4.0).tokens) == 4
     assert index.speculate(context, 0, max_spec_factor=4.0).tokens == []
+    assert len(index.speculate(context, 20, max_spec_factor=1.0, agreed_spec_factor=4.0).tokens) == 3  # seen once
+    index.add(list(range(100, 140)))  # now two occurrences agree on every token
+    assert len(index.speculate(context, 20, max_spec_factor=1.0, agreed_spec_factor=4.0).tokens) == 12
+    assert len(index.speculate(context, 10, max_spec_factor=1.0, agreed_spec_factor=4.0).tokens) == 10
 
 
 def test_nothing_is_proposed_for_an_empty_or_unseen_context() -> None:
@@ -215,7 +222,7 @@ def test_the_fast_structure_agrees_with_the_slow_definition(monkeypatch: pytest.
         store = random_text(rng, rng.randrange(2, 400), rng.choice((2, 3, 6)))
         limits = SpecLimits(rng.randrange(1, 12), rng.choice((0.5, 1.0, 2.0)), rng.choice((0.0, 1.0)),
                             rng.choice((0.0, 0.1, 0.3)), max_depth=rng.choice((8, 16, 64)),
-                            max_candidates=10**6)
+                            max_candidates=10**6, agreed_spec_factor=rng.choice((0.0, 4.0)))
         # local: the index holds the context itself, occurrences may run into the draft
         local = ContextIndex((2, 8))
         local.sync(store)

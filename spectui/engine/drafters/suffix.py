@@ -42,15 +42,18 @@ RETIRE_BELOW = 0.5
 """A new prompt that shares less than this fraction of the conversation held starts another one."""
 MAX_BUCKET = 6
 """Match lengths are calibrated in powers of two: 1, 2-3, 4-7, 8-15, 16-31, 32+."""
-MAX_SPEC_FACTOR = 8.0
-"""A match of m tokens proposes at most 8m (vLLM's default is m). Our gate calibrates each match
-length's later tokens on what the target accepted (`lookup_gate.Calibration`) and trims the
-proposal where they fall off, so a short match need not stop at m. On the demo pair a repeated
-line of 24 tokens after a changed word matches only ": 1" (3 tokens): at m it took three lookup
-cycles (3, 7, then 15 tokens), at 2m two (6, then 17), at 8m (with `MAX_LOOKUP_DRAFT` over 16)
-one. scripts/bench_lookup.py's "repeat" prompt, 4 interleaved rounds in one process:
-2.57x over speculation off at 2m and a ceiling of 16, 2.89x at 8m and 31, 2.95x at 64m
-(docs/BENCHMARKS.md has the full run)."""
+MAX_SPEC_FACTOR = 2.0
+"""A match of m tokens proposes at most 2m on one earlier occurrence's say (vLLM's default is m):
+our gate calibrates each match length's later tokens on what the target accepted
+(`lookup_gate.Calibration`) and trims the proposal where they fall off."""
+AGREED_SPEC_FACTOR = 8.0
+"""...and up to 8m while two or more earlier occurrences agree on each token. On the demo pair a
+line repeated with the day changed ("Wednesday: 100m, 100m, 100m, 100m\nWeek ") matches only
+": 1" (3 tokens) after the new word, and every earlier line agrees on the other 24: at m the rest
+took three lookup cycles (3, 7, then 15 tokens), at 2m two (6, then 17), now one (with
+`limits.MAX_LOOKUP_DRAFT` above 16). A flat 8m proposed long runs after short matches seen once
+in prose, and `suffix` alone on the story prompts fell from 1.21x to 1.08x over off; agreement
+keeps that at 2m (docs/BENCHMARKS.md, issue #13)."""
 
 
 class SuffixDrafter(LookupDrafter):
@@ -62,7 +65,8 @@ class SuffixDrafter(LookupDrafter):
                  min_token_prob: float = MIN_TOKEN_PROB) -> None:
         super().__init__(gated=gated, min_token_prob=min_token_prob)
         self.cache = cache or SuffixCache(history_budget_tokens=HISTORY_BUDGET_TOKENS,
-                                          max_spec_factor=MAX_SPEC_FACTOR)
+                                          max_spec_factor=MAX_SPEC_FACTOR,
+                                          agreed_spec_factor=AGREED_SPEC_FACTOR)
         self._draft = SuffixDraft()
 
     @property

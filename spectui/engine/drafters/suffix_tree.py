@@ -6,7 +6,9 @@ conversation and a global one over past responses, each capped at depth 64. A dr
 longest suffix of the context, then follows the most frequent child while the estimated
 probability (product of count ratios) stays >= `min_token_prob`, for at most
 `max_spec_factor * match_length + max_spec_offset` tokens; the better-scored (sum of
-probabilities) of the local and global drafts wins.
+probabilities) of the local and global drafts wins. Ours may go on past that, up to
+`agreed_spec_factor * match_length + max_spec_offset`, while two or more occurrences agree on
+each token (`SpecLimits.agreed_spec_factor`).
 
 Here the same draft comes from a `TokenIndex` instead of a tree. A tree node for the string s
 stands for the set of positions where s occurred; its count is the size of that set and its
@@ -72,10 +74,23 @@ class SpecLimits:
     """The longest context suffix matched (the tree depth of arctic-inference)."""
     max_candidates: int = MAX_CANDIDATES
     """Occurrences of a key looked at, most recent first (the recency window of the counts)."""
+    agreed_spec_factor: float = 0.0
+    """Past max_spec_factor x match length, a draft goes on up to agreed_spec_factor x match
+    length + max_spec_offset tokens while at least two occurrences agree on each token (0: no
+    further). A line repeated with one word changed matches only a few tokens after that word,
+    but every earlier line agrees on the rest of it; one earlier sighting of a short match says
+    much less."""
 
     def cap(self, match_length: int) -> int:
-        """The longest draft a match of this length may propose."""
-        by_match = int(match_length * self.max_spec_factor + self.max_spec_offset + 1e-6)
+        """The longest draft a match of this length may propose (agreed on or not)."""
+        return self._cap(match_length, max(self.max_spec_factor, self.agreed_spec_factor))
+
+    def solo_cap(self, match_length: int) -> int:
+        """The longest draft a match of this length may propose on one occurrence's say."""
+        return self._cap(match_length, self.max_spec_factor)
+
+    def _cap(self, match_length: int, factor: float) -> int:
+        by_match = int(match_length * factor + self.max_spec_offset + 1e-6)
         return max(0, min(self.max_tokens, by_match))
 
 
@@ -108,7 +123,8 @@ def _best_over_lengths(index: TokenIndex, found: list[int], lengths: list[int], 
         if cap <= best.score:
             break  # shorter matches propose fewer tokens: none can score higher
         occurrences = [p for p, n in zip(found, lengths, strict=True) if n >= m]
-        draft = follow_counts(index.tokens, occurrences, cap, limits.min_token_prob, open_end)
+        draft = follow_counts(index.tokens, occurrences, cap, limits.min_token_prob, open_end,
+                              limits.solo_cap(m))
         if draft.score > best.score:
             draft.match_length = m
             best = draft
@@ -116,16 +132,18 @@ def _best_over_lengths(index: TokenIndex, found: list[int], lengths: list[int], 
 
 
 def follow_counts(store: Sequence[int], positions: list[int], cap: int, min_token_prob: float,
-                  open_end: bool) -> SuffixDraft:
-    """Walk the most frequent continuation of `positions` (most recent first breaks ties)."""
+                  open_end: bool, solo_cap: int | None = None) -> SuffixDraft:
+    """Walk the most frequent continuation of `positions` (most recent first breaks ties): up to
+    `solo_cap` tokens, and on to `cap` while two or more occurrences agree on each token."""
     draft = SuffixDraft()
     tokens, probs = draft.tokens, draft.probs
     end = len(store)
     prob = 1.0
+    solo = cap if solo_cap is None else min(solo_cap, cap)
     while len(tokens) < cap and positions:
         if len(positions) == 1:  # a single occurrence: copy what followed it
             p = positions[0]
-            while len(tokens) < cap and (p < end or open_end):
+            while len(tokens) < solo and (p < end or open_end):
                 token = store[p] if p < end else tokens[p - end]
                 if token == SENTINEL:
                     break
@@ -138,7 +156,7 @@ def follow_counts(store: Sequence[int], positions: list[int], cap: int, min_toke
         if not counts:
             break
         token, count = max(counts.items(), key=lambda item: item[1])
-        if prob * count / len(positions) < min_token_prob:
+        if prob * count / len(positions) < min_token_prob or (len(tokens) >= solo and count < 2):
             break
         prob = prob * count / len(positions)
         tokens.append(token)
@@ -219,9 +237,11 @@ class SuffixIndex:
         return found
 
     def speculate(self, context: Sequence[int], max_tokens: int, max_spec_factor: float = 1.0,
-                  max_spec_offset: float = 0.0, min_token_prob: float = 0.1) -> SuffixDraft:
+                  max_spec_offset: float = 0.0, min_token_prob: float = 0.1,
+                  agreed_spec_factor: float = 0.0) -> SuffixDraft:
         """The best draft the stored sequences support for the end of `context`."""
-        limits = SpecLimits(max_tokens, max_spec_factor, max_spec_offset, min_token_prob)
+        limits = SpecLimits(max_tokens, max_spec_factor, max_spec_offset, min_token_prob,
+                            agreed_spec_factor=agreed_spec_factor)
         return speculate_in(self.index, context, limits)
 
     def _live_tokens(self) -> int:
@@ -268,6 +288,7 @@ class SuffixCache:
 
     def __init__(self, *, max_depth: int = MAX_DEPTH, max_spec_factor: float = 1.0,
                  max_spec_offset: float = 0.0, min_token_prob: float = 0.1,
+                 agreed_spec_factor: float = 0.0,
                  history_budget_tokens: int = 200_000, key_lengths: Sequence[int] = KEY_LENGTHS,
                  max_candidates: int = MAX_CANDIDATES) -> None:
         if not 0.0 <= min_token_prob <= 1.0:
@@ -275,7 +296,7 @@ class SuffixCache:
         if not 1 <= max_depth <= 64 or max(key_lengths) > max_depth:
             raise ValueError(f"max_depth must lie in 1..64 and cover the key lengths, got {max_depth}")
         self.limits = SpecLimits(0, max_spec_factor, max_spec_offset, min_token_prob, max_depth,
-                                 max_candidates)
+                                 max_candidates, agreed_spec_factor)
         self.local = ContextIndex(key_lengths)
         self.history = SuffixIndex(history_budget_tokens, key_lengths)
         self.stats = SuffixStats()
@@ -301,10 +322,10 @@ class SuffixCache:
 
     def speculate(self, context: Sequence[int] | np.ndarray, max_tokens: int,
                   max_spec_factor: float = 1.0, max_spec_offset: float = 0.0,
-                  min_token_prob: float = 0.1) -> SuffixDraft:
+                  min_token_prob: float = 0.1, agreed_spec_factor: float = 0.0) -> SuffixDraft:
         """The better-scored of the local and the history draft (the local one on a tie)."""
         limits = SpecLimits(max_tokens, max_spec_factor, max_spec_offset, min_token_prob,
-                            self.limits.max_depth, self.limits.max_candidates)
+                            self.limits.max_depth, self.limits.max_candidates, agreed_spec_factor)
         with self._lock:
             tokens = self.local.sync(context)
             local = speculate_in(self.local, tokens, limits, open_end=True)
@@ -324,7 +345,7 @@ class SuffixCache:
         `offer`ed (a drafter may shorten it or decide not to propose it)."""
         limits = self.limits
         return self.speculate(context, k, limits.max_spec_factor, limits.max_spec_offset,
-                              limits.min_token_prob) if k > 0 else SuffixDraft()
+                              limits.min_token_prob, limits.agreed_spec_factor) if k > 0 else SuffixDraft()
 
     def offer(self, draft: SuffixDraft | None) -> None:
         """`draft` (or nothing) is what was proposed: the next `observe` judges it."""
