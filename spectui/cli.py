@@ -120,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("pair", nargs="?", type=argtypes.name, help=PAIR_HELP)
     add_model_options(chat)
     chat.add_argument("-k", "--draft-length", type=parse_k, default=None,
-                      help=f"draft length 0..{limits.MAX_DRAFT} (0 = speculation off) or auto")
+                      help=f"draft length 0..{limits.MAX_DRAFT} (0 = speculation off) or auto "
+                           f"(a sure lookup may then propose up to {limits.MAX_LOOKUP_DRAFT})")
     chat.add_argument("--system", default=None, help="system prompt")
     chat.add_argument("--mode", choices=("auto", "chat", "completion"), default="auto",
                       help="chat (the model's template), completion (continue the text: base models), "
