@@ -179,12 +179,9 @@ class VerifyCosts:
 class AutoDraft:
     """Online estimates per drafter and for the target's verify pass; a `Budget` for the step."""
 
-    def __init__(self, max_k: int = MAX_DRAFT, verify: VerifyCosts | None = None,
-                 lookup_max_k: int = MAX_LOOKUP_DRAFT) -> None:
+    def __init__(self, max_k: int = MAX_DRAFT, verify: VerifyCosts | None = None) -> None:
         self.max_k = max_k
         """The longest K it picks for a drafter from its averages (`k`)."""
-        self.lookup_max_k = lookup_max_k
-        """The longest proposal a lookup may weigh itself (`limit`): no forward pass per token."""
         self.figures: dict[str, DrafterFigures] = {}
         self.verify = verify if verify is not None else VerifyCosts()
         """The target's pass costs (shared by the generator's greedy and sampled figures)."""
@@ -221,8 +218,8 @@ class AutoDraft:
 
     def limit(self, source: str) -> int:
         """K = auto's ceiling for a lookup, which weighs each proposal against its verify rows
-        itself (only lookups ask)."""
-        return self.lookup_max_k
+        itself (only lookups ask): no forward pass per token, so past `max_k`."""
+        return MAX_LOOKUP_DRAFT
 
     def p_min(self, source: str) -> float:
         """Stop a draft when its calibrated confidence falls below the cost of one more token.

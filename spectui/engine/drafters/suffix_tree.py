@@ -32,7 +32,7 @@ import itertools
 import threading
 from collections import Counter
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -132,14 +132,14 @@ def _best_over_lengths(index: TokenIndex, found: list[int], lengths: list[int], 
 
 
 def follow_counts(store: Sequence[int], positions: list[int], cap: int, min_token_prob: float,
-                  open_end: bool, solo_cap: int | None = None) -> SuffixDraft:
+                  open_end: bool, solo_cap: int) -> SuffixDraft:
     """Walk the most frequent continuation of `positions` (most recent first breaks ties): up to
     `solo_cap` tokens, and on to `cap` while two or more occurrences agree on each token."""
     draft = SuffixDraft()
     tokens, probs = draft.tokens, draft.probs
     end = len(store)
     prob = 1.0
-    solo = cap if solo_cap is None else min(solo_cap, cap)
+    solo = min(solo_cap, cap)
     while len(tokens) < cap and positions:
         if len(positions) == 1:  # a single occurrence: copy what followed it
             p = positions[0]
@@ -322,10 +322,14 @@ class SuffixCache:
 
     def speculate(self, context: Sequence[int] | np.ndarray, max_tokens: int,
                   max_spec_factor: float = 1.0, max_spec_offset: float = 0.0,
-                  min_token_prob: float = 0.1, agreed_spec_factor: float = 0.0) -> SuffixDraft:
-        """The better-scored of the local and the history draft (the local one on a tie)."""
-        limits = SpecLimits(max_tokens, max_spec_factor, max_spec_offset, min_token_prob,
-                            self.limits.max_depth, self.limits.max_candidates, agreed_spec_factor)
+                  min_token_prob: float = 0.1) -> SuffixDraft:
+        """The better-scored of the local and the history draft under these limits (the local one
+        on a tie); the cache's own depth and recency window."""
+        return self._speculate(context, replace(self.limits, max_tokens=max_tokens, max_spec_factor=max_spec_factor,
+                                                max_spec_offset=max_spec_offset, min_token_prob=min_token_prob,
+                                                agreed_spec_factor=0.0))
+
+    def _speculate(self, context: Sequence[int] | np.ndarray, limits: SpecLimits) -> SuffixDraft:
         with self._lock:
             tokens = self.local.sync(context)
             local = speculate_in(self.local, tokens, limits, open_end=True)
@@ -343,9 +347,7 @@ class SuffixCache:
     def draft(self, context: Sequence[int] | np.ndarray, k: int) -> SuffixDraft:
         """The draft `propose` would make, with its evidence; `observe` judges it only once it is
         `offer`ed (a drafter may shorten it or decide not to propose it)."""
-        limits = self.limits
-        return self.speculate(context, k, limits.max_spec_factor, limits.max_spec_offset,
-                              limits.min_token_prob, limits.agreed_spec_factor) if k > 0 else SuffixDraft()
+        return self._speculate(context, replace(self.limits, max_tokens=k)) if k > 0 else SuffixDraft()
 
     def offer(self, draft: SuffixDraft | None) -> None:
         """`draft` (or nothing) is what was proposed: the next `observe` judges it."""
