@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import test_lossless_sampling as lossless
 import tiny_mtp
+from numerics import assert_same_distribution, assert_same_evaluation
 from test_pull_mtp import write_header_model
 
 from spectui.catalog import record
@@ -159,7 +160,7 @@ def test_head_after_rollbacks_and_a_deep_rewind_equals_a_fresh_one(mtp_target):
         fresh.close()
     assert after.tokens == expected.tokens and len(after.tokens) == 3
     for got, want in zip(after.dists, expected.dists, strict=True):
-        np.testing.assert_allclose(got.dense(512), want.dense(512), atol=1e-4)
+        assert_same_distribution(got.dense(512), want.dense(512))
 
 
 def test_target_logits_after_mtp_speculation_equal_a_fresh_evaluation(generator, mtp_target):
@@ -167,7 +168,7 @@ def test_target_logits_after_mtp_speculation_equal_a_fresh_evaluation(generator,
     context = [*generator.target.tokenize(PROMPTS[2]), *final.tokens]
     logits = generator.target.extend(context[-1:])[-1].copy()
     with LlamaModel.load(mtp_target, n_ctx=256, n_threads=THREADS) as fresh:
-        np.testing.assert_allclose(logits, fresh.sync(context), rtol=1e-3, atol=1e-3)
+        assert_same_evaluation(logits, fresh.sync(context))
 
 
 # ----- losslessness at T > 0 ---------------------------------------------------------------------

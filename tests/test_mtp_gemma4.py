@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 import pytest
 import test_lossless_sampling as lossless
 import tiny_gemma4
+from numerics import assert_same_distribution, assert_same_evaluation
 from test_mtp import THREADS, MtpPair, first_proposal, greedy_acceptance, run
 from tiny_gguf import TinyPair
 
@@ -76,7 +76,7 @@ def test_target_and_assistant_after_rollbacks_equal_fresh_ones(gemma_pair):
     finally:
         gen.close()
     with LlamaModel.load(gemma_pair.target, n_ctx=256, n_threads=THREADS) as fresh_target:
-        np.testing.assert_allclose(logits, fresh_target.sync(context), rtol=1e-3, atol=1e-3)
+        assert_same_evaluation(logits, fresh_target.sync(context))
     fresh = load_generator(gemma_pair.target, spec, n_ctx=1024, n_threads=THREADS)
     try:
         fresh.target.sync(context[:-1])
@@ -85,7 +85,7 @@ def test_target_and_assistant_after_rollbacks_equal_fresh_ones(gemma_pair):
         fresh.close()
     assert after.tokens == expected.tokens and len(after.tokens) == 3
     for got, want in zip(after.dists, expected.dists, strict=True):
-        np.testing.assert_allclose(got.dense(512), want.dense(512), atol=1e-4)
+        assert_same_distribution(got.dense(512), want.dense(512))
 
 
 def use_the_gemma_pair(monkeypatch: pytest.MonkeyPatch) -> None:
