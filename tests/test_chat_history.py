@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from spectui.chat.safe_store import SafeStore
 from spectui.chat.settings import ChatSettings
 from spectui.chat.store import COLUMNS, SCHEMA_VERSION, ChatStore
 from spectui.chat.template import ChatMessage
-from spectui.engine.config import SamplingConfig
+from spectui.engine.config import LLAMA_CPP_SAMPLING, RecommendedSampling
 
 VERSION_1 = """
 CREATE TABLE chats (id INTEGER PRIMARY KEY, title TEXT NOT NULL DEFAULT '', pair TEXT NOT NULL DEFAULT '',
@@ -43,9 +44,12 @@ def version_1_store(path: Path, n_chats: int = 1, n_messages: int = 2) -> None:
     db.close()
 
 
-def test_settings_are_checked_against_the_shared_limits_and_default_to_the_samplers() -> None:
+def test_settings_are_checked_against_the_shared_limits_and_default_to_the_models_sampling() -> None:
     defaults = ChatSettings()
-    assert defaults.sampling() == SamplingConfig()
+    assert defaults.sampling() == LLAMA_CPP_SAMPLING  # no recommendation known: llama.cpp's defaults
+    qwen_like = RecommendedSampling(replace(LLAMA_CPP_SAMPLING, temperature=0.6, top_k=20), ("temperature", "top_k"))
+    assert defaults.sampling(qwen_like) == qwen_like.sampling
+    assert ChatSettings(temperature=0.0).sampling(qwen_like).greedy  # greedy is one setting away
     for bad in ({"temperature": limits.MAX_TEMPERATURE + 1}, {"top_p": 1.5}, {"min_p": -0.1},
                 {"top_k": limits.MAX_TOP_K + 1}, {"seed": limits.MAX_SEED + 1}, {"max_tokens": 0},
                 {"temperature": float("nan")}, {"stray": 1}):
@@ -53,14 +57,19 @@ def test_settings_are_checked_against_the_shared_limits_and_default_to_the_sampl
             ChatSettings(**bad)
     assert ChatSettings(temperature=0.8, top_p=0.95, seed=7).describe() == \
         "T=0.8 top-p 0.95 top-k 40 min-p 0.05 · seed 7"
-    assert ChatSettings(max_tokens=64).describe() == "T=0 (greedy) · max 64 tok"
+    assert defaults.describe(qwen_like) == "T=0.6 top-p 0.95 top-k 20 min-p 0.05 (the model's) · seed random"
+    assert defaults.describe(RecommendedSampling()) == \
+        "T=0.8 top-p 0.95 top-k 40 min-p 0.05 (llama.cpp's defaults) · seed random"
+    assert ChatSettings(temperature=0, max_tokens=64).describe() == "T=0 (greedy) · max 64 tok"
 
 
 def test_stored_settings_keep_what_is_valid_and_fall_back_for_the_rest() -> None:
     base = ChatSettings(temperature=0.5)
     restored = ChatSettings.from_stored({"top_k": 12, "top_p": "lots", "min_p": 7, "from_the_future": 1}, base)
-    assert (restored.top_k, restored.top_p, restored.min_p, restored.temperature) == (12, 0.95, 0.05, 0.5)
+    assert (restored.top_k, restored.top_p, restored.min_p, restored.temperature) == (12, None, None, 0.5)
     assert ChatSettings.from_stored("not a dict", base) == base
+    # a chat saved before sampling followed the model kept its explicit values
+    assert ChatSettings.from_stored({"temperature": 0.0, "top_k": 40}).sampling().greedy
 
 
 def test_a_version_1_store_gains_the_new_columns_and_keeps_its_chats(tmp_path: Path) -> None:

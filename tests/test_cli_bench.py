@@ -110,7 +110,7 @@ def _row(**values):
                 drafter_label="draft model d.gguf", by_drafter={}, round_trips_per_token=0.0,
                 baseline_round_trips_per_token=0.0, network_wait_seconds=0.0, devices=[],
                 speedup_min=1.45, speedup_max=1.55, others_cores=0.05, threads=2, target_arch="llama",
-                rollback="kv")
+                rollback="kv", sampling="T=0 (greedy)")
     base.update(values)
     return BenchRow(**base)
 

@@ -38,6 +38,7 @@ Each **gear** changes the ratio."""
 def frozen_options(pair, **overrides: object) -> ChatOptions:
     values: dict[str, object] = dict(
         pair_name="tiny", target=pair.target, drafter=DrafterSpec(draft=pair.draft), k=4, max_tokens=24, n_ctx=1024,
+        temperature=0.0,
         threads=1, show_timings=False,
     )
     values.update(overrides)

@@ -68,6 +68,9 @@ class TinySpec:
     """`general.basename` (the family), when set."""
     mtp_layers: int = 0
     """`llama.nextn_predict_layers`: declares MTP heads (metadata only; no nextn tensors)."""
+    sampling: tuple[tuple[str, float | int], ...] = ()
+    """The publisher's recommended sampling: (`temp`, 0.6), (`top_k`, 20), ... as
+    `general.sampling.<name>` (top_k and other counts as int32, the rest as float32)."""
 
 
 def random_weights(spec: TinySpec, seed: int, logit_scale: float = 6.0) -> dict[str, np.ndarray]:
@@ -116,6 +119,9 @@ def write_gguf(path: Path, spec: TinySpec, weights: dict[str, np.ndarray], name:
         writer.add_basename(spec.basename)
     if spec.mtp_layers:
         writer.add_uint32("llama.nextn_predict_layers", spec.mtp_layers)
+    for name, value in spec.sampling:
+        key = f"general.sampling.{name}"
+        writer.add_int32(key, value) if isinstance(value, int) else writer.add_float32(key, value)
     writer.add_context_length(spec.context_length)
     writer.add_embedding_length(spec.n_embd)
     writer.add_block_count(spec.n_layer)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 
 from spectui.bench.report import BenchRow, RunInfo, RunTotals, format_table, make_row, warnings
-from spectui.engine.config import AUTO, DraftControl, DraftLength, GenerationConfig, SamplingConfig
+from spectui.engine.config import AUTO, LLAMA_CPP_SAMPLING, DraftControl, DraftLength, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished
 from spectui.engine.generator import Generator
 from spectui.errors import SpectuiError
@@ -140,7 +140,7 @@ def run_bench(gen: Generator, args: argparse.Namespace, choice: ModelChoice, thr
     ks: list[DraftLength] = args.draft_length or [AUTO]
     config = GenerationConfig(
         max_tokens=args.max_tokens or DEFAULT_MAX_TOKENS,
-        sampling=SamplingConfig(temperature=args.temperature, seed=0 if args.seed is None else args.seed),
+        sampling=bench_sampling(args),
     )
     kind = None if choice.drafter.kind == "auto" else choice.drafter.kind
     work = workload(gen, args.prompt or DEFAULT_PROMPTS, config, kind)
@@ -148,6 +148,14 @@ def run_bench(gen: Generator, args: argparse.Namespace, choice: ModelChoice, thr
                    devices(gen), threads=threads, target_arch=gen.target.arch, rollback=gen.target.rollback)
     results = measure(gen, work, ks, args.repeat)
     return [make_row(k, config, bases, specs, info) for k, (bases, specs) in results.items()]
+
+
+def bench_sampling(args: argparse.Namespace) -> SamplingConfig:
+    """`--temperature` (0 by default: bench checks exactness) and the filters, each at llama.cpp's
+    default unless given; a fixed seed so rounds and runs compare like with like."""
+    chosen = {name: value for name in ("top_k", "top_p", "min_p") if (value := getattr(args, name)) is not None}
+    return replace(LLAMA_CPP_SAMPLING, temperature=args.temperature, seed=0 if args.seed is None else args.seed,
+                   **chosen)
 
 
 def devices(gen: Generator) -> list[dict[str, object]]:

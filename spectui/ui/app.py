@@ -19,8 +19,10 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Header, Label, ProgressBar
 from textual.worker import WorkerFailed
 
+from spectui.catalog.demo import welcome
 from spectui.chat.conversation import Conversation
 from spectui.chat.safe_store import SafeStore
+from spectui.engine.config import RecommendedSampling
 from spectui.engine.drafters.spec import DrafterInfo
 from spectui.paths import chats_db_path
 from spectui.session.baseline import Baseline
@@ -83,6 +85,8 @@ class SpectuiApp(Controls, Replies, ChatActions, EngineWorkers, App[int]):
         self.store = SafeStore(store_path or chats_db_path())
         self.conversation = Conversation(self.store, options.pair_name, options.system, options.chat_settings())
         self.drafters = DrafterInfo()
+        self.recommended_sampling: RecommendedSampling | None = None
+        """Where the chat's sampling starts with the loaded models (None until they load)."""
         """What the loaded generator offers (empty until the models are loaded)."""
         self.ready = False
         self.load_failed = False
@@ -227,6 +231,7 @@ class SpectuiApp(Controls, Replies, ChatActions, EngineWorkers, App[int]):
 
     async def on_models_loaded(self, message: ModelsLoaded) -> None:
         self.drafters = message.drafters
+        self.recommended_sampling = message.sampling
         self.loaded_mode = message.mode
         self.mode = self.chat_mode(self.conversation)
         self.sub_title = self.subtitle(self.options)
@@ -244,10 +249,15 @@ class SpectuiApp(Controls, Replies, ChatActions, EngineWorkers, App[int]):
         await self.show_examples()
 
     async def show_examples(self) -> None:
-        """In completion mode, on an empty chat: say what a base model does, offer openings."""
-        for old in self.query(ExampleOpenings):
+        """On an empty chat: what a built-in demo pair is; in completion mode, what a base model
+        does, and openings to start from."""
+        for old in [*self.query(ExampleOpenings), *self.query(".welcome")]:
             await old.remove()
-        if self.mode == "completion" and not self.conversation.messages:
+        if self.conversation.messages:
+            return
+        if line := welcome(self.options.pair_name):
+            await self.log_view.add(NoteMessage(line, "info welcome"))
+        if self.mode == "completion":
             await self.log_view.add(ExampleOpenings(id="examples"))
 
     def action_examples(self) -> None:

@@ -20,7 +20,7 @@ from textual import events
 from spectui.chat.conversation import Conversation
 from spectui.chat.safe_store import SafeStore
 from spectui.chat.settings import EFFORTS, ChatSettings
-from spectui.engine.config import DraftControl
+from spectui.engine.config import DraftControl, RecommendedSampling
 from spectui.engine.drafters.spec import DrafterSpec
 from spectui.errors import SpectuiError
 from spectui.session.loaded import EngineSession
@@ -89,6 +89,7 @@ class ChatActions:
     store: SafeStore
     session: EngineSession
     draft_control: DraftControl
+    recommended_sampling: RecommendedSampling | None
     mode: str
     loaded_mode: str
     colouring: bool
@@ -171,7 +172,7 @@ class ChatActions:
 
     def settings_line(self) -> str:
         settings = self.conversation.settings
-        line = settings.describe()
+        line = settings.describe(self.recommended_sampling)
         switch = self.thinking_switch()
         if switch == "enable_thinking":
             line += f" · thinking {'on' if settings.thinking else 'off'}"
@@ -190,7 +191,7 @@ class ChatActions:
     def action_settings(self) -> None:
         conversation = self.conversation
         screen = SettingsScreen(conversation.settings, conversation.system, self.mode,
-                                self.thinking_switch())  # type: ignore[arg-type]
+                                self.thinking_switch(), self.recommended_sampling)  # type: ignore[arg-type]
         self.push_screen(screen, self._apply_settings)
 
     async def _apply_settings(self, result: SettingsResult | None) -> None:

@@ -6,14 +6,14 @@ update the screen. `post_message` is thread-safe.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from textual.message import Message
 
 from spectui.chat.reasoning import Markers
-from spectui.engine.config import DraftLength
+from spectui.engine.config import DraftLength, RecommendedSampling, SamplingConfig
 from spectui.engine.drafters.spec import DrafterInfo
 from spectui.engine.events import CycleStats, Finished, GenerationStats
 from spectui.session.baseline import Calibration
@@ -46,6 +46,8 @@ class ModelsLoaded(Message):
     template_note: str
     mode: str
     """How prompts are made: `chat`, `completion` (a base model continues the text) or `plain-chat`."""
+    sampling: RecommendedSampling = field(default_factory=RecommendedSampling)
+    """Where a chat's sampling starts with these models (their GGUF's, else llama.cpp's)."""
 
 
 @dataclass
@@ -93,6 +95,8 @@ class ReplyFinished(Message):
     """True when every cycle ran with K = 0: the reply's speed is a fresh baseline."""
     thinking_tokens: int = 0
     """Tokens of the reply that were reasoning (its markers included), counted on its tokens."""
+    sampling: SamplingConfig | None = None
+    """How its tokens were chosen (the seed drawn for it included)."""
 
 
 @dataclass

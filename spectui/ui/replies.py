@@ -19,7 +19,7 @@ from typing import Any
 from spectui.chat.conversation import Conversation
 from spectui.chat.settings import ChatSettings
 from spectui.chat.template import ChatMessage, PromptStyle
-from spectui.engine.config import DraftControl, GenerationConfig
+from spectui.engine.config import DraftControl, GenerationConfig, RecommendedSampling
 from spectui.engine.drafters.spec import DrafterInfo
 from spectui.engine.events import Finished
 from spectui.session.baseline import Baseline, baseline_probe, from_finished
@@ -41,6 +41,7 @@ class Replies:
     conversation: Conversation
     drafters: DrafterInfo
     draft_control: DraftControl
+    recommended_sampling: RecommendedSampling | None
     stop_requested: threading.Event
     ready: bool
     load_failed: bool
@@ -135,7 +136,7 @@ class Replies:
         probe = baseline_probe(self.baseline, self.load_meter.others()) if purpose == "reply" else 0
         settings: ChatSettings = self.conversation.settings
         config = self.options.generation_config(self.mode == "completion", probe if control.enabled else 0,
-                                                settings)
+                                                settings, self.recommended_sampling)
         self.generate_reply(messages, config, control, purpose, self.prompt_style())
 
     # ----- queued, edited, regenerated --------------------------------------------------------
@@ -256,7 +257,7 @@ class Replies:
         k_label = "0" if message.purpose == "compare" else describe_k(
             self.draft_control, self.drafters, self.last_cycle_k
         )
-        stats = summary.reply_stats(finished, k_label, message.thinking_tokens)
+        stats = summary.reply_stats(finished, k_label, message.thinking_tokens, message.sampling)
         if message.speculation_off or finished.stats.probe_tokens:
             source = ("side-by-side re-run" if message.purpose == "compare" else
                       "reply with speculation off" if message.speculation_off else "probe at this reply's start")

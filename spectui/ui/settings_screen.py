@@ -22,6 +22,7 @@ from textual.widgets import Button, Input, Label, Select, TextArea
 from spectui import argtypes
 from spectui.chat.reasoning import ThinkingSwitch
 from spectui.chat.settings import EFFORTS, ChatSettings
+from spectui.engine.config import RecommendedSampling
 
 MODES = (("chat: the model's chat template", "chat"), ("completion: continue the text", "completion"))
 THINKING = (("on: think before answering", True), ("off: answer at once", False))
@@ -47,11 +48,14 @@ class Field:
     """What an empty field means (empty: it must be filled)."""
 
 
+MODELS = "the model's"
+"""An empty sampling field: the value the loaded model recommends (else llama.cpp's default)."""
+
 FIELDS = (
-    Field("temperature", "temperature", argtypes.temperature),
-    Field("top_p", "top-p", argtypes.probability),
-    Field("top_k", "top-k", argtypes.top_k),
-    Field("min_p", "min-p", argtypes.probability),
+    Field("temperature", "temperature", argtypes.temperature, blank=MODELS),
+    Field("top_p", "top-p", argtypes.probability, blank=MODELS),
+    Field("top_k", "top-k", argtypes.top_k, blank=MODELS),
+    Field("min_p", "min-p", argtypes.probability, blank=MODELS),
     Field("max_tokens", "max tokens", argtypes.max_tokens, blank="default"),
     Field("seed", "seed", argtypes.seed, blank="random"),
 )
@@ -68,9 +72,10 @@ class SettingsScreen(ModalScreen[SettingsResult | None]):
     ]
 
     def __init__(self, settings: ChatSettings, system: str | None, mode: str,
-                 switch: ThinkingSwitch | None) -> None:
+                 switch: ThinkingSwitch | None, recommended: RecommendedSampling | None = None) -> None:
         super().__init__()
         self.settings = settings
+        self.recommended = recommended or RecommendedSampling()
         self.system = system or ""
         self.mode = "completion" if mode == "completion" else "chat"
         self.switch = switch
@@ -86,7 +91,7 @@ class SettingsScreen(ModalScreen[SettingsResult | None]):
             for field in FIELDS:
                 with Horizontal(classes="settings-row"):
                     yield Label(field.label, classes="settings-label")
-                    placeholder = f"empty: {field.blank}" if field.blank else ""
+                    placeholder = self.placeholder(field)
                     yield Input(shown(getattr(self.settings, field.key)), id=field.key, placeholder=placeholder,
                                 compact=True)
             with Horizontal(classes="settings-row"):
@@ -106,6 +111,13 @@ class SettingsScreen(ModalScreen[SettingsResult | None]):
             with Horizontal(id="settings-buttons"):
                 yield Button("Save", id="save", variant="primary", compact=True)
                 yield Button("Cancel", id="cancel", compact=True)
+
+    def placeholder(self, field: Field) -> str:
+        """What an empty field means; for sampling, the value itself: `empty: 0.8 (llama.cpp's defaults)`."""
+        if field.blank == MODELS:
+            value = getattr(self.recommended.sampling, field.key)
+            return f"empty: {shown(value)} ({self.recommended.origin})"
+        return f"empty: {field.blank}" if field.blank else ""
 
     def on_mount(self) -> None:
         self.query_one("#temperature", Input).focus()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from spectui.engine.config import SamplingConfig
 from spectui.engine.events import Finished
 
 REASONS = {
@@ -19,7 +20,8 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def reply_stats(finished: Finished, k_label: str, thinking_tokens: int = 0) -> dict[str, Any]:
+def reply_stats(finished: Finished, k_label: str, thinking_tokens: int = 0,
+                sampling: SamplingConfig | None = None) -> dict[str, Any]:
     stats = finished.stats
     figures: dict[str, Any] = {
         "reason": finished.reason,
@@ -32,7 +34,16 @@ def reply_stats(finished: Finished, k_label: str, thinking_tokens: int = 0) -> d
     }
     if thinking_tokens:
         figures["thinking_tokens"] = thinking_tokens
+    if sampling is not None:
+        figures["sampling"] = sampling_label(sampling)
     return figures
+
+
+def sampling_label(sampling: SamplingConfig) -> str:
+    """`T=0 (greedy)`, or `T=0.8 top-p 0.95 top-k 40 min-p 0.05 · seed 1234` (the seed it was drawn with)."""
+    if sampling.greedy or sampling.seed is None:
+        return sampling.describe()
+    return f"{sampling.describe()} · seed {sampling.seed}"
 
 
 def _number(value: object) -> float | None:
@@ -57,6 +68,8 @@ def meta_line(stats: dict[str, Any], show_timings: bool = True) -> str:
         parts.append(f"K={stats['k']}")
     if show_timings and (tps := _number(stats.get("tps"))):
         parts.append(f"{tps:.1f} tok/s")
+    if isinstance(sampled := stats.get("sampling"), str) and sampled:
+        parts.append(sampled)
     if reason := REASONS.get(str(stats.get("reason", ""))):
         parts.append(reason)
     return " · ".join(parts)

@@ -22,7 +22,7 @@ from tqdm import tqdm
 from spectui.chat.reasoning import Markers, count_tokens_through, split_text
 from spectui.chat.store import ChatStore
 from spectui.chat.template import ChatMessage, PromptStyle
-from spectui.engine.config import DraftControl, GenerationConfig
+from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig, recommended_sampling
 from spectui.engine.drafters.spec import HistorySource
 from spectui.engine.events import CycleStats, Event, Finished, GenerationStats, Progress, TextPiece
 from spectui.errors import LoadCancelled, SpectuiError
@@ -79,9 +79,10 @@ class ReplyBatcher:
     """Collects a generation's events and posts them in batches a few times a second."""
 
     def __init__(self, post: Post, purpose: ReplyPurpose, interval: float = UPDATE_INTERVAL,
-                 thinking: Thinking | None = None) -> None:
+                 thinking: Thinking | None = None, sampling: SamplingConfig | None = None) -> None:
         self.post = post
         self.purpose = purpose
+        self.sampling = sampling
         self.interval = interval
         self.thinking = thinking
         self.pieces: list[tuple[str, str]] = []
@@ -103,7 +104,7 @@ class ReplyBatcher:
             self.flush()
             speculation_off = self.any_cycle and self.all_plain
             thinking = self.thinking.tokens(event) if self.thinking is not None else 0
-            self.post(ReplyFinished(self.purpose, event, speculation_off, thinking))
+            self.post(ReplyFinished(self.purpose, event, speculation_off, thinking, self.sampling))
             return
         if time.monotonic() - self._last_post >= self.interval:
             self.flush()
@@ -205,7 +206,8 @@ class EngineWorkers:
         chat_format = self.session.chat_format
         assert chat_format is not None
         self.post_message(ModelsLoaded(options.target.name, generator.describe(),
-                                       chat_format.description, chat_format.mode))
+                                       chat_format.description, chat_format.mode,
+                                       recommended_sampling(generator.target.meta)))
         self.post_message(LoadProgress("warming up and measuring the speculation-off baseline", None))
         text = baseline.COMPLETION_PROMPT if chat_format.is_completion else baseline.CALIBRATION_PROMPT
         prompt = self.session.prompt_tokens([ChatMessage("user", text)])
@@ -238,7 +240,7 @@ class EngineWorkers:
         def cancelled() -> bool:
             return worker.is_cancelled or stop.is_set()
 
-        batcher = ReplyBatcher(self.post_message, purpose, self.update_interval)
+        batcher = ReplyBatcher(self.post_message, purpose, self.update_interval, sampling=config.sampling)
         try:
             with self.session.lock:
                 generator, loaded_format = self.session.generator, self.session.chat_format
