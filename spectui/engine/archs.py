@@ -47,6 +47,28 @@ MTP_ASSISTANT_ARCHS: dict[str, frozenset[str]] = {
     "gemma4-assistant": frozenset({"gemma4"}),
 }
 
+# Feature-level draft heads: a separate GGUF that reads the *target's* hidden states (the inputs of
+# a few target layers) and drafts from them (src/models/eagle3.cpp, dflash.cpp), by arch name.
+FEATURE_HEAD_ARCHS: dict[str, str] = {"eagle3": "EAGLE-3", "dflash": "DFlash"}
+
+
+def a_head(arch: str) -> str:
+    """"an EAGLE-3 head", "a DFlash head"."""
+    name = FEATURE_HEAD_ARCHS.get(arch, arch)
+    return f"{'an' if name[:1] in 'AEIOU' else 'a'} {name} head"
+
+# Target archs whose graph fills the layer-input taps (`res->t_layer_inp[il] = ...` for every
+# layer, src/models/<arch>.cpp): only these can feed an EAGLE-3 or DFlash head. A decode of any
+# other arch with a tap enabled aborts on "layer input tensor is null" (src/llama-graph.cpp:1384).
+LAYER_TAP_ARCHS: frozenset[str] = frozenset({
+    "llama", "qwen3", "qwen3moe", "qwen3next", "qwen35", "qwen35moe", "qwen4exp", "lfm2", "gpt-oss",
+    "minimax-01", "minimax-m2", "nemotron_h", "nemotron_h_moe", "mimo2", "gemma4", "bailingmoe3",
+    "deepseek4", "muse-glimmer", "nanbeige", "hunyuan_vl",
+})
+# ...and those that also tap the output of their last layer (layer id n_layer: nemotron-h.cpp:237,
+# mimo2.cpp:237, deepseek4.cpp:1328); elsewhere a head may read layers 0..n_layer-1 only.
+FINAL_TAP_ARCHS: frozenset[str] = frozenset({"nemotron_h", "nemotron_h_moe", "mimo2", "deepseek4"})
+
 Rollback = Literal["kv", "snapshots", "none"]
 
 

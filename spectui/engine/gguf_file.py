@@ -77,6 +77,8 @@ class GGUFHeader:
     data_start: int
     data_end: int
     """Offset after the last tensor's data, relative to `data_start`."""
+    tensor_names: frozenset[str] = frozenset()
+    """The names of the tensors this file holds (which optional parts a draft head carries)."""
 
     @property
     def expected_size(self) -> int:
@@ -167,8 +169,9 @@ def read_header(path: Path) -> GGUFHeader | None:
                 metadata[key] = header.value(header.u32())
             alignment = metadata.get("general.alignment", _DEFAULT_ALIGNMENT)
             end = elements = 0
+            names = set()
             for _ in range(n_tensors):
-                header.string()
+                names.add(header.string().decode("utf-8", errors="replace"))
                 n_dims = header.u32()
                 if n_dims > _MAX_DIMS:
                     return None
@@ -182,7 +185,7 @@ def read_header(path: Path) -> GGUFHeader | None:
             data_start = -(-f.tell() // align) * align
     except (EOFError, KeyError, struct.error, OSError, ValueError):
         return None
-    return GGUFHeader(version, metadata, n_tensors, elements, data_start, end)
+    return GGUFHeader(version, metadata, n_tensors, elements, data_start, end, frozenset(names))
 
 
 def expected_size(path: Path) -> int | None:

@@ -32,16 +32,22 @@ KINDS: Mapping[str, DrafterKind] = {kind.name: kind for kind in (
                 needs_draft_file=True, rank=2, module="model"),
     DrafterKind("mtp", "MTP heads: the target's own multi-token-prediction layers, or a Gemma 4 "
                 "assistant sidecar (--draft mtp-*.gguf)", needs_draft_file=False, rank=1, module="mtp"),
+    DrafterKind("eagle3", "an EAGLE-3 head: one layer that drafts from the target's hidden states "
+                "(--draft HEAD.gguf, arch eagle3)", needs_draft_file=True, rank=1, module="eagle3"),
+    DrafterKind("dflash", "a DFlash head: drafts a whole block in one pass from the target's hidden states "
+                "(--draft HEAD.gguf, arch dflash)", needs_draft_file=True, rank=1, module="dflash"),
     DrafterKind("ngram", "prompt lookup: what followed the last few tokens earlier in the chat (free, no draft)",
                 needs_draft_file=False, rank=0, module="ngram"),
     DrafterKind("suffix", "suffix decoding: the likeliest continuation from this chat and your past chats "
                 "(free, no draft)", needs_draft_file=False, rank=0, module="suffix"),
 )}
-DEFAULT_ORDER = ("mtp", "model+suffix", "model", "suffix")
+DEFAULT_ORDER = ("mtp", "eagle3", "dflash", "model+suffix", "model", "suffix")
 """What `auto` picks, best first (from the measurements in docs/BENCHMARKS.md). MTP heads come
 first: they are part of the target, cost about one layer per token, and are only built when the
-target carries them and no separate draft model was named. A draft model runs behind the suffix
-lookup, which proposes only when its calibrated odds pay for the verify rows."""
+target carries them and no separate draft model was named. An EAGLE-3 or DFlash head is built
+only when `--draft` names one (a head is never a draft model), and drafts alone like MTP heads.
+A draft model runs behind the suffix lookup, which proposes only when its calibrated odds pay
+for the verify rows."""
 
 
 def kind_names() -> list[str]:

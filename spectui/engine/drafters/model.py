@@ -114,15 +114,17 @@ def choose(logits: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator,
 
 
 def unavailable(spec: DrafterSpec, ctx: BuildContext) -> str | None:
-    """A draft file that is an MTP assistant (it only runs against the target's context) is not
-    a draft model."""
+    """A draft file that is an MTP assistant or an EAGLE-3 / DFlash head (they only run against the
+    target's context) is not a draft model."""
     from spectui.engine import gguf_file
-    from spectui.engine.archs import MTP_ASSISTANT_ARCHS
+    from spectui.engine.archs import FEATURE_HEAD_ARCHS, MTP_ASSISTANT_ARCHS, a_head
 
     assert spec.draft is not None
     arch = gguf_file.read_metadata(spec.draft).get("general.architecture")
     if arch in MTP_ASSISTANT_ARCHS:
         return f"{spec.draft.name} is an MTP assistant ({arch}), not a draft model: it drafts as --drafter mtp"
+    if arch in FEATURE_HEAD_ARCHS:
+        return f"{spec.draft.name} is {a_head(arch)}, not a draft model: it drafts as --drafter {arch}"
     return None
 
 

@@ -1,0 +1,176 @@
+"""The DFlash drafter: a block-diffusion head that drafts a whole block in one pass from the
+target's hidden states.
+
+A DFlash head (arch `dflash`, its own GGUF) keeps the target's features in its KV cache: the
+inputs of a few target layers at each position p, fused by `fc` and a norm, become the K and V
+of position p in every head layer (an embedding-only "injection" pass). To draft after `last`
+at position n it decodes one block [last, MASK, ..., MASK] at n, n + 1, ..., n + k, attending to
+the injected features and to the whole block at once (non-causal unless the GGUF says
+`dflash.attention.causal`); row i's logits name the token at n + i. Each d_i is drawn from that
+row's q_i, which depends on the context only (not on d_1..d_{i-1}): a proposal distribution like
+any other, so the step's rejection sampling is exact with it. llama.cpp's driver takes each
+row's argmax and keeps it only where the target's own sample matches.
+
+The call sequence is llama.cpp's `common_speculative_impl_draft_dflash`
+(common/speculative.cpp:923-1329), written again around spectui's step:
+
+1. Load: the head's GGUF, checked against the target (`heads.misfit`: its width is the target's,
+   the layers exist and are tapped, a mask token, a plain DFlash head, not DSpark/DFlash2); its
+   context with `ctx_other` and causal attention off (`feature_head`); the taps for its layers
+   (:1057-1059). Its block size caps a draft at block_size - 1 tokens (:1022-1031).
+2. After every target decode (a `LlamaModel` decode listener, like `process`, :1085-1165): the
+   tapped rows of every decoded token are copied and queued by position. The queue is injected
+   before the next draft (or at once past 32 entries): one embedding-only decoder pass per
+   n_batch positions, after dropping the head's cache from the first of them. Rows the target
+   drops after a verify are never injected.
+3. Draft (:1167-1322): drop the head's cache from n (the previous block), decode the block with
+   every row output (the decoder selects no output rows: `feature_head`'s note), read rows 1..k.
+4. Verify is the ordinary step (llama.cpp's `accept` is a no-op, :1324).
+
+Rollback needs nothing on the head: a target decode from position p drops the queue from p, and
+the next injection drops the head's cache from p before writing; a deep rewind of a hybrid
+target decodes its tokens again, which queues their features again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from spectui.engine.config import SamplingConfig
+from spectui.engine.drafters.base import Budget, Feedback, Proposal, hand_over
+from spectui.engine.drafters.feature_head import FeatureHeadContext, load_head, not_this_head
+from spectui.engine.drafters.model import choose
+from spectui.engine.drafters.spec import BuildContext, DrafterSpec
+from spectui.engine.drafters.taps import FeatureTaps
+from spectui.engine.heads import HeadFacts
+from spectui.engine.model import LlamaModel
+from spectui.limits import MAX_DRAFT
+
+SOURCE = "dflash"
+FLUSH_ROWS = 32
+"""Queued feature rows injected as soon as there are this many; fewer wait for the next draft."""
+
+
+class DFlashDrafter:
+    """Proposes a block of tokens from a DFlash head's per-row distributions q_i."""
+
+    source = SOURCE
+
+    def __init__(self, target: LlamaModel, model: LlamaModel, head: FeatureHeadContext, taps: FeatureTaps,
+                 facts: HeadFacts) -> None:
+        self.target = target
+        self.model = model
+        self.head = head
+        self.taps = taps
+        self.mask = int(facts.mask_token or 0)
+        self.max_k = max(1, min(MAX_DRAFT, facts.max_draft))
+        """One block: block_size - 1 tokens after `last`."""
+        self.label = f"DFlash head {model.path.name}"
+        self.queue: list[tuple[int, np.ndarray]] = []
+        """(p, f_p): the target's tapped rows at p, not yet injected into the head's cache."""
+        self.head_passes = 0
+        self._kept_rows = 0
+        target.decode_listeners.append(self._on_target_decode)
+
+    # ----- following the target --------------------------------------------------------------
+
+    def _on_target_decode(self, start: int, tokens: Sequence[int]) -> None:
+        self.queue = [entry for entry in self.queue if entry[0] < start]
+        features = self.taps.rows(len(tokens))
+        self.queue.extend((start + i, features[i]) for i in range(len(tokens)))
+        if len(self.queue) >= FLUSH_ROWS:
+            self._inject(start + len(tokens))
+
+    def _inject(self, upto: int) -> int:
+        """Write the queued features of positions before `upto` into the head's cache; return the
+        passes run."""
+        ready = [entry for entry in self.queue if entry[0] < upto]
+        self.queue = [entry for entry in self.queue if entry[0] >= upto]
+        passes = 0
+        for first in range(0, len(ready), self.head.n_batch):
+            chunk = ready[first : first + self.head.n_batch]
+            self.head.drop_from(chunk[0][0])
+            self.head.embed(chunk[0][0], np.stack([row for _, row in chunk]))
+            passes += 1
+        self.head_passes += passes
+        return passes
+
+    # ----- the Drafter protocol ----------------------------------------------------------------
+
+    def prefill(self, context: Sequence[int]) -> None:
+        self._inject(len(context))
+
+    def propose(self, context: Sequence[int], budget: Budget, cfg: SamplingConfig,
+                rng: np.random.Generator) -> Proposal:
+        proposal = Proposal(source=SOURCE)
+        k = min(budget.k(SOURCE), self.max_k, self.head.n_batch - 1)
+        n = len(context) - 1  # the position of `last`, which the target has not decoded
+        if k <= 0 or len(self.target.cached) < n:
+            return proposal
+        p_min = budget.p_min(SOURCE)
+        read = len([entry for entry in self.queue if entry[0] < n])
+        proposal.work = self._inject(n)
+        proposal.caught_up = max(0, read - self._kept_rows)
+        self.head.drop_from(n)  # the previous block
+        block = [(n + i, self.mask if i else context[-1], None) for i in range(k + 1)]
+        self.head.decode(block, output="all")
+        proposal.work += 1
+        self.head_passes += 1
+        hands_over = hand_over(budget)
+        for i in range(1, k + 1):
+            token, dist, confidence = choose(self.head.logits(i), cfg, rng, p_min)
+            if confidence < p_min:
+                break  # unsure: a likely rejection costs more than it saves
+            proposal.add(token, dist, confidence)
+            if self.target.is_eog(token):
+                break
+            if hands_over is not None and hands_over([*context, *proposal.tokens]):
+                break  # the lookup ahead takes it from here next cycle, for free
+        return proposal
+
+    def feedback(self, result: Feedback) -> None:
+        """The kept rows arrive through the decode listener; remember how many, so a longer
+        catch-up (after cycles without this drafter) is reported as such."""
+        self._kept_rows = result.accepted + 1
+
+    def reset(self) -> None:
+        self.queue.clear()
+        self.head.clear()
+
+    def close(self) -> None:
+        if self._on_target_decode in self.target.decode_listeners:
+            self.target.decode_listeners.remove(self._on_target_decode)
+        if self.target.context_handle:
+            self.taps.close()
+        self.head.close()
+        self.model.close()
+
+
+# ----- what the registry asks of this kind ------------------------------------------------------
+
+
+def unavailable(spec: DrafterSpec, ctx: BuildContext) -> str | None:
+    """Why these models cannot draft with a DFlash head, in one line; None when they may (a head
+    that does not fit the target is refused by `build`, in one line)."""
+    return not_this_head(spec, "dflash")
+
+
+def build(spec: DrafterSpec, ctx: BuildContext) -> DFlashDrafter:
+    target = ctx.target
+    model, facts = load_head(spec, ctx)
+    head = None
+    try:
+        head = FeatureHeadContext(model.model_handle, target.context_handle, n_ctx=target.n_ctx,
+                                  n_batch=target.n_batch, n_threads=ctx.n_threads or os.cpu_count() or 1,
+                                  name=model.path.name, causal=facts.causal)
+        width = facts.n_embd  # a DFlash head is as wide as the target (heads.misfit)
+        taps = FeatureTaps(target.context_handle, facts.target_layers, width)
+        return DFlashDrafter(target, model, head, taps, facts)
+    except BaseException:
+        if head is not None:
+            head.close()
+        model.close()
+        raise

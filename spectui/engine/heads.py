@@ -1,0 +1,166 @@
+"""Does this EAGLE-3 / DFlash head fit this target? Read from the two GGUF headers, before any load.
+
+A feature-level head reads the target's hidden states, so besides the shared tokenizer
+(`compat`) it needs, from llama.cpp's loader and drivers (src/models/eagle3.cpp, dflash.cpp,
+common/speculative.cpp:455-1330):
+
+- EAGLE-3: exactly three `eagle3.target_layers`, and `eagle3.target_hidden_size` equal to the
+  target's width (the encoder's input is 3 x that, `n_embd_inp_enc`).
+- DFlash: its own width equal to the target's (its encoder input is len(target_layers) x its own
+  `n_embd`: dflash.cpp `load_arch_hparams`), at least one target layer, and a mask token
+  (`tokenizer.ggml.mask_token_id`: the block is [last, MASK, MASK, ...]).
+- Both: every layer id at most the target's layer count, and a target whose graph fills the taps
+  (`archs.LAYER_TAP_ARCHS`; id n_layer only where `archs.FINAL_TAP_ARCHS`): otherwise llama.cpp
+  aborts the process instead of failing the call.
+
+Variants spectui does not run are refused by name (llama-server runs them): DSpark (a Markov
+head, `markov_w1`), DFlash2 (a candidate selector, `dflash.selector_top_k`), and DeepSeek-V4
+DSpark stages (`dflash.hyper_connection_count`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from spectui.engine import gguf_file
+from spectui.engine.archs import FEATURE_HEAD_ARCHS, FINAL_TAP_ARCHS, LAYER_TAP_ARCHS
+from spectui.errors import ModelLoadError
+
+DEFAULT_BLOCK_SIZE = 16  # common/speculative.cpp:981, when `dflash.block_size` is absent
+
+
+@dataclass(frozen=True)
+class HeadFacts:
+    """What an EAGLE-3 or DFlash GGUF header says about the target it reads."""
+
+    arch: str
+    n_embd: int
+    target_layers: tuple[int, ...]
+    target_hidden_size: int
+    """The target width it was trained on (EAGLE-3's key; a DFlash head is its own width)."""
+    block_size: int = DEFAULT_BLOCK_SIZE
+    mask_token: int | None = None
+    causal: bool = False
+    """DFlash: attention inside the block is causal (`dflash.attention.causal`; default off)."""
+    variant: str | None = None
+    """A DFlash variant spectui does not run, by name; None for plain EAGLE-3 / DFlash."""
+
+    @property
+    def kind_name(self) -> str:
+        return FEATURE_HEAD_ARCHS.get(self.arch, self.arch)
+
+    @property
+    def max_draft(self) -> int:
+        """Tokens one draft may hold: EAGLE-3 chains without a limit; DFlash fills one block
+        of `block_size`, its first row being the last token (speculative.cpp:1022-1031)."""
+        return self.block_size - 1 if self.arch == "dflash" else 1 << 30
+
+
+@dataclass(frozen=True)
+class TargetFacts:
+    """What a target GGUF header says about the hidden states it can hand a head."""
+
+    arch: str
+    n_embd: int
+    n_layer: int
+    """Trunk layers (`block_count` less any MTP layers stored after them)."""
+
+
+def _int(metadata: dict[str, object], key: str, default: int = 0) -> int:
+    value = metadata.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _ints(metadata: dict[str, object], key: str) -> tuple[int, ...]:
+    value = metadata.get(key)
+    if isinstance(value, gguf_file.ArrayInfo) and value.values is not None:
+        return tuple(int(v) for v in value.values)
+    return (value,) if isinstance(value, int) and not isinstance(value, bool) else ()
+
+
+def _header(path: Path) -> gguf_file.GGUFHeader:
+    gguf_file.check_readable(path)
+    header = gguf_file.read_header(path)
+    if header is None:
+        raise ModelLoadError(f"{path} cannot be used: {gguf_file.diagnose(path)}")
+    return header
+
+
+def head_arch(path: Path) -> str | None:
+    """`eagle3` or `dflash` when `path` is such a head, else None (any other GGUF)."""
+    arch = gguf_file.read_metadata(path).get("general.architecture")
+    return arch if arch in FEATURE_HEAD_ARCHS else None
+
+
+def read_head(path: Path) -> HeadFacts:
+    header = _header(path)
+    meta = header.metadata
+    arch = str(meta.get("general.architecture") or "?")
+    n_embd = _int(meta, f"{arch}.embedding_length")
+    variant = None
+    if "markov_w1.weight" in header.tensor_names:
+        variant = "DSpark (a Markov head)"
+    elif _int(meta, f"{arch}.selector_top_k") > 0:
+        variant = "DFlash2 (a candidate selector)"
+    elif _int(meta, f"{arch}.hyper_connection_count") > 0:
+        variant = "DeepSeek-V4 DSpark"
+    mask = meta.get("tokenizer.ggml.mask_token_id")
+    return HeadFacts(
+        arch=arch, n_embd=n_embd, target_layers=_ints(meta, f"{arch}.target_layers"),
+        target_hidden_size=_int(meta, f"{arch}.target_hidden_size", n_embd) if arch == "eagle3" else n_embd,
+        block_size=_int(meta, f"{arch}.block_size", DEFAULT_BLOCK_SIZE),
+        mask_token=mask if isinstance(mask, int) and not isinstance(mask, bool) else None,
+        causal=meta.get(f"{arch}.attention.causal") is True, variant=variant,
+    )
+
+
+def read_target(path: Path) -> TargetFacts:
+    meta = _header(path).metadata
+    arch = str(meta.get("general.architecture") or "?")
+    n_layer = _int(meta, f"{arch}.block_count") - _int(meta, f"{arch}.nextn_predict_layers")
+    return TargetFacts(arch=arch, n_embd=_int(meta, f"{arch}.embedding_length"), n_layer=n_layer)
+
+
+def misfit(head: HeadFacts, target: TargetFacts, head_name: str = "the head",
+           target_name: str = "the target") -> str | None:
+    """Why `head` cannot draft for `target`, in one line that says what to do; None if it can."""
+    kind = head.kind_name
+    pick = f"pick the {kind} head published for {target_name}'s model"
+    if head.variant is not None:
+        return (f"{head_name} is a {head.variant} head, which spectui does not run; llama-server runs it "
+                f"(--spec-type draft-dspark / draft-dflash), or pick a plain {kind} head")
+    if target.arch not in LAYER_TAP_ARCHS:
+        return (f"llama.cpp cannot hand the hidden states of a {target.arch} target to a head (its graph has "
+                f"no layer taps); {kind} heads run on {', '.join(sorted(LAYER_TAP_ARCHS)[:6])}, ... targets")
+    if head.arch == "eagle3" and len(head.target_layers) != 3:
+        return f"{head_name} lists {len(head.target_layers)} target layers; an EAGLE-3 head reads exactly 3"
+    if not head.target_layers:
+        return f"{head_name} lists no target layers ({head.arch}.target_layers); convert it again with llama.cpp"
+    if head.target_hidden_size != target.n_embd:
+        key = "eagle3.target_hidden_size" if head.arch == "eagle3" else "its width"
+        return (f"{head_name} reads hidden states {head.target_hidden_size} wide ({key}), but {target_name} "
+                f"writes them {target.n_embd} wide; {pick}")
+    last = target.n_layer if target.arch in FINAL_TAP_ARCHS and head.arch == "dflash" else target.n_layer - 1
+    beyond = [layer for layer in head.target_layers if not 0 <= layer <= last]
+    if beyond:
+        return (f"{head_name} reads target layer {beyond[0]}, but {target_name} has layers 0..{last} to read "
+                f"({target.n_layer} layers); {pick}")
+    if head.arch == "dflash" and head.mask_token is None:
+        return (f"{head_name} has no mask token (tokenizer.ggml.mask_token_id), which DFlash drafts with; "
+                "convert it again with llama.cpp's converter")
+    if head.arch == "dflash" and head.block_size < 2:
+        return f"{head_name} has block size {head.block_size}; a DFlash block needs room for one draft token"
+    return None
+
+
+def check_files(target: Path, head: Path) -> None:
+    """Raise `IncompatibleDraftError` (one line) unless `head` can draft for `target`: its shape,
+    then the shared tokenizer."""
+    from spectui.engine.compat import check_compatible_files
+    from spectui.errors import IncompatibleDraftError
+
+    why = misfit(read_head(head), read_target(target), head.name, target.name)
+    if why is not None:
+        raise IncompatibleDraftError(why)
+    check_compatible_files(target, head)
