@@ -80,9 +80,11 @@ def head_weights(target: BigramTarget, spec: Eagle3Spec, seed: int) -> dict[str,
     }
 
 
-def write_eagle3_head(path: Path, target: BigramTarget, spec: Eagle3Spec | None = None, seed: int = 3) -> Path:
+def write_eagle3_head(path: Path, target: BigramTarget, spec: Eagle3Spec | None = None, seed: int = 3,
+                      swap_token: int = 0) -> Path:
     """An `eagle3` GGUF drafting for `target`, with `target`'s tokenizer (as llama.cpp's converter
-    copies it from --target-model-dir)."""
+    copies it from --target-model-dir); `swap_token`: tokens swap_token and swap_token + 1 trade
+    places (a head converted for another tokenizer)."""
     spec = spec or Eagle3Spec()
     layers = spec.target_layers or (0, target.n_layer // 2, target.n_layer - 1)
     spec = Eagle3Spec(**{**spec.__dict__, "target_layers": tuple(layers)})
@@ -101,7 +103,10 @@ def write_eagle3_head(path: Path, target: BigramTarget, spec: Eagle3Spec | None 
     writer.add_uint32("eagle3.target_hidden_size", spec.target_hidden_size or d)
     writer.add_vocab_size(target.n_vocab)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    add_tokenizer(writer, _tokens(target), 1)
+    tokens = list(_tokens(target))
+    if swap_token:
+        tokens[swap_token], tokens[swap_token + 1] = tokens[swap_token + 1], tokens[swap_token]
+    add_tokenizer(writer, tuple(tokens), 1)
     path.parent.mkdir(parents=True, exist_ok=True)
     _write(writer, head_weights(target, spec, seed))
     return path
