@@ -8,6 +8,9 @@
   the target's architecture, carries MTP layers, was made for a target of this width
   (`embedding_length_out`: src/models/gemma4-assistant.cpp:31, common/speculative.cpp:1375),
   and shares the target's tokenizer.
+- `drafter = "eagle3"` / `"dflash"`: the draft is such a head and fits the target
+  (`spectui.engine.heads`: the width and layers it reads, a mask token for DFlash) and shares
+  its tokenizer.
 
 Only GGUF headers are read, plus the vocabularies for the tokenizer check: no weights load.
 """
@@ -42,9 +45,24 @@ def check_drafter(target: Path, draft: Path | None, drafter: str) -> None:
         return
     if draft is None:
         raise IncompatibleDraftError(f"{target.name} has no draft model; name one or use MTP")
+    if drafter in ("eagle3", "dflash"):
+        check_head(target, draft, drafter)
+        return
     if drafter == "mtp":
         check_mtp_sidecar(target, draft)
     check_compatible_files(target, draft)
+
+
+def check_head(target: Path, head: Path, drafter: str) -> None:
+    """The draft is an EAGLE-3 / DFlash head (as `drafter` says) that fits the target."""
+    from spectui.engine.archs import a_head
+    from spectui.engine.heads import check_files
+
+    arch = architecture(gguf_file.read_metadata(head))
+    if arch != drafter:
+        raise IncompatibleDraftError(f"{head.name} is not {a_head(drafter)} (architecture {arch!r}); "
+                                     f"name the {drafter} GGUF or set the pair's drafter to match")
+    check_files(target, head)
 
 
 def _int(metadata: Metadata, key: str) -> int:

@@ -37,6 +37,8 @@ def pull_command(args: argparse.Namespace) -> int:
 def _draft_line(drafter: str, draft: object) -> str:
     if drafter == "mtp":
         return f"mtp:    {draft}" if draft else "mtp:    the target's own MTP heads"
+    if drafter in ("eagle3", "dflash"):
+        return f"head:   {draft}"
     return f"draft:  {draft}"
 
 
@@ -51,7 +53,8 @@ def _hybrid(row: PairStatus) -> str:
 def format_table(rows: list[PairStatus]) -> str:
     """A plain table; pulled pairs get their paths on the lines below.
 
-    DRAFTER is `model` (a draft GGUF) or `mtp` (MTP heads or an MTP assistant); HYBRID says
+    DRAFTER is `model` (a draft GGUF), `mtp` (MTP heads or an MTP assistant) or `eagle3` /
+    `dflash` (a head that reads the target's hidden states); HYBRID says
     whether the target mixes recurrent and attention layers (`?`: architecture unknown).
     """
     header = ("PAIR", "PULLED", "SIZE", "K", "DRAFTER", "HYBRID", "DESCRIPTION")

@@ -45,7 +45,7 @@ class PairStatus:
     draft: Path | None = None
     license: str | None = None
     drafter: str = "model"
-    """`model` or `mtp` (see `ResolvedPair.drafter`)."""
+    """`model`, `mtp`, `eagle3` or `dflash` (see `ResolvedPair.drafter`)."""
     target_arch: str | None = None
     """llama.cpp's architecture of the target: read from the file once pulled, else the
     catalog's `target_arch`; None when unknown."""

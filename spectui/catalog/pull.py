@@ -63,9 +63,19 @@ def pull_adhoc(
     models = [_adhoc_files(spec, infos, tqdm_class, log) for spec in specs]
     pulled = record.PulledPair(
         target=models[0], draft=models[1], description=f"ad-hoc pair: {target} + {draft}",
-        adhoc=True,
+        adhoc=True, drafter=drafter_of(Path(models[1][0].path)),
     )
     return _check_and_record(name, pulled, log=log)
+
+
+def drafter_of(draft: Path) -> str:
+    """`eagle3` / `dflash` for such a head, else `model`: how an ad-hoc pair's draft drafts."""
+    from spectui.engine.heads import head_arch
+
+    try:
+        return head_arch(draft) or "model"
+    except SpectuiError:  # damaged: the checks that follow say so
+        return "model"
 
 
 def _remote_files(model: ModelFiles) -> list[RemoteFile]:
@@ -151,6 +161,8 @@ _CHECK_NOTES = {
     "model": "checking that the draft shares the target's tokenizer",
     "mtp": "checking that the target carries MTP heads",
     "sidecar": "checking that the MTP assistant was made for the target",
+    "eagle3": "checking that the EAGLE-3 head fits the target (width, layers, tokenizer)",
+    "dflash": "checking that the DFlash head fits the target (width, layers, mask token, tokenizer)",
 }
 
 

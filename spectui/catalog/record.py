@@ -57,8 +57,9 @@ class PulledPair(BaseModel):
     """Draft file(s); the first is the one llama.cpp opens. For `drafter = "mtp"`: the MTP
     assistant sidecar, or empty when the target carries its own MTP heads."""
 
-    drafter: Literal["model", "mtp"] = "model"
-    """`model`: a separate draft GGUF; `mtp`: the target's MTP heads or an MTP sidecar."""
+    drafter: Literal["model", "mtp", "eagle3", "dflash"] = "model"
+    """`model`: a separate draft GGUF; `mtp`: the target's MTP heads or an MTP sidecar;
+    `eagle3` / `dflash`: an EAGLE-3 / DFlash head GGUF."""
 
     target_arch: str | None = None
     """`general.architecture` read from the target's header when it was pulled."""
@@ -77,8 +78,8 @@ class PulledPair(BaseModel):
 
     @model_validator(mode="after")
     def _draft_for_model_drafter(self) -> PulledPair:
-        if self.drafter == "model" and not self.draft:
-            raise ValueError("a pair drafted by a model needs its draft file")
+        if self.drafter != "mtp" and not self.draft:
+            raise ValueError(f"a pair drafted by {self.drafter!r} needs its draft file")
         return self
 
     def files(self) -> list[PulledFile]:

@@ -17,7 +17,9 @@ built-in `demo` and `demo-base`, whose recipes are in `spectui.catalog.demo`).
 `drafter = "mtp"` drafts with the target's own multi-token-prediction heads (no `draft` table:
 the target GGUF carries `<arch>.nextn_predict_layers` > 0) or with an MTP assistant sidecar that
 reads the target's cache (a `draft` table naming e.g. `mtp-gemma-4-12B-it.gguf`, often in the
-target's own repo). `target_arch` is llama.cpp's architecture name of the target (`qwen35`,
+target's own repo). `drafter = "eagle3"` / `"dflash"` drafts with an EAGLE-3 / DFlash head (the
+`draft` table: a head GGUF converted by llama.cpp for this target, which reads its hidden
+states). `target_arch` is llama.cpp's architecture name of the target (`qwen35`,
 `gemma4`, ...), so `spectui list` can say before any download whether the target is hybrid.
 """
 
@@ -34,7 +36,7 @@ PAIR_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 SPLIT_NAME = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<total>\d{5})\.gguf$")
 ARCH_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-Drafter = Literal["model", "mtp"]
+Drafter = Literal["model", "mtp", "eagle3", "dflash"]
 
 
 def is_projector(filename: str) -> bool:
@@ -121,7 +123,8 @@ class PairEntry(BaseModel):
 
     drafter: Drafter = "model"
     """What proposes the tokens: `model`, a separate draft GGUF (the `draft` table, required);
-    `mtp`, the target's own MTP heads (no `draft` table) or an MTP assistant sidecar (`draft`)."""
+    `mtp`, the target's own MTP heads (no `draft` table) or an MTP assistant sidecar (`draft`);
+    `eagle3` / `dflash`, an EAGLE-3 / DFlash head GGUF (the `draft` table, required)."""
 
     target_arch: str | None = None
     """llama.cpp's architecture name of the target (`general.architecture`: `qwen35`,
@@ -185,7 +188,7 @@ class PairEntry(BaseModel):
             return self
         if self.target is None:
             raise ValueError("field 'target' is required for a Hub pair")
-        if self.draft is None and self.drafter == "model":
+        if self.draft is None and self.drafter != "mtp":
             raise ValueError(
                 "field 'draft' is required for a Hub pair (or set drafter = \"mtp\" for a "
                 "target that carries its own MTP heads)"

@@ -23,6 +23,7 @@ from spectui.engine.drafters.base import Budget, CappedBudget, Drafter, FixedBud
 from spectui.engine.drafters.chain import ChainDrafter
 from spectui.engine.drafters.spec import BuildContext, DrafterInfo, DrafterSpec, HistorySource
 from spectui.engine.events import TARGET, CycleStats, Event, Finished, GenerationStats, Progress, StopReason
+from spectui.engine.heads import check_not_a_head
 from spectui.engine.model import LlamaModel, ProgressCallback
 from spectui.engine.rpc import RpcCluster
 from spectui.engine.rpc import connect as connect_rpc
@@ -259,6 +260,7 @@ def load_generator(
     if isinstance(rpc, str):
         rpc = connect_rpc(rpc, tensor_split=tensor_split)
     try:
+        check_not_a_head(Path(target_path).expanduser())
         options = registry.target_options(spec, Path(target_path).expanduser())
         target = LlamaModel.load(target_path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, n_threads=n_threads,
                                  progress=part(0.0, split), rpc=rpc, **options)

@@ -44,7 +44,7 @@ class HeadFacts:
     causal: bool = False
     """DFlash: attention inside the block is causal (`dflash.attention.causal`; default off)."""
     variant: str | None = None
-    """A DFlash variant spectui does not run, by name; None for plain EAGLE-3 / DFlash."""
+    """A DFlash variant spectui does not run ("a DSpark head (...)"); None for plain EAGLE-3 / DFlash."""
 
     @property
     def kind_name(self) -> str:
@@ -93,18 +93,36 @@ def head_arch(path: Path) -> str | None:
     return arch if arch in FEATURE_HEAD_ARCHS else None
 
 
+def check_not_a_head(path: Path) -> None:
+    """Raise `ModelLoadError` when `path`, given as the model to chat with, is a draft head (a
+    missing or damaged file is left to the loader's own one-line errors)."""
+    try:
+        header = gguf_file.read_header(path) if path.is_file() else None
+    except OSError:
+        return
+    arch = header.metadata.get("general.architecture") if header is not None else None
+    if isinstance(arch, str) and arch in FEATURE_HEAD_ARCHS:
+        from spectui.engine.archs import a_head
+
+        raise ModelLoadError(f"{path.name} is {a_head(arch)}, not a model to chat with: pass it as --draft "
+                             f"beside the target it was trained for (--target MODEL --draft {path.name})")
+
+
 def read_head(path: Path) -> HeadFacts:
-    header = _header(path)
+    return head_from_header(_header(path))
+
+
+def head_from_header(header: gguf_file.GGUFHeader) -> HeadFacts:
     meta = header.metadata
     arch = str(meta.get("general.architecture") or "?")
     n_embd = _int(meta, f"{arch}.embedding_length")
     variant = None
     if "markov_w1.weight" in header.tensor_names:
-        variant = "DSpark (a Markov head)"
+        variant = "a DSpark head (DFlash with a Markov head)"
     elif _int(meta, f"{arch}.selector_top_k") > 0:
-        variant = "DFlash2 (a candidate selector)"
+        variant = "a DFlash2 head (with a candidate selector)"
     elif _int(meta, f"{arch}.hyper_connection_count") > 0:
-        variant = "DeepSeek-V4 DSpark"
+        variant = "a DeepSeek-V4 DSpark head"
     mask = meta.get("tokenizer.ggml.mask_token_id")
     return HeadFacts(
         arch=arch, n_embd=n_embd, target_layers=_ints(meta, f"{arch}.target_layers"),
@@ -116,7 +134,11 @@ def read_head(path: Path) -> HeadFacts:
 
 
 def read_target(path: Path) -> TargetFacts:
-    meta = _header(path).metadata
+    return target_from_header(_header(path))
+
+
+def target_from_header(header: gguf_file.GGUFHeader) -> TargetFacts:
+    meta = header.metadata
     arch = str(meta.get("general.architecture") or "?")
     n_layer = _int(meta, f"{arch}.block_count") - _int(meta, f"{arch}.nextn_predict_layers")
     return TargetFacts(arch=arch, n_embd=_int(meta, f"{arch}.embedding_length"), n_layer=n_layer)
@@ -128,7 +150,7 @@ def misfit(head: HeadFacts, target: TargetFacts, head_name: str = "the head",
     kind = head.kind_name
     pick = f"pick the {kind} head published for {target_name}'s model"
     if head.variant is not None:
-        return (f"{head_name} is a {head.variant} head, which spectui does not run; llama-server runs it "
+        return (f"{head_name} is {head.variant}, which spectui does not run; llama-server runs it "
                 f"(--spec-type draft-dspark / draft-dflash), or pick a plain {kind} head")
     if target.arch not in LAYER_TAP_ARCHS:
         return (f"llama.cpp cannot hand the hidden states of a {target.arch} target to a head (its graph has "

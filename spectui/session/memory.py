@@ -3,7 +3,9 @@
 Weights are estimated from the file sizes (all parts of a split GGUF), the KV cache from the
 GGUF header (attention layers × KV heads × head size × n_ctx, f16 keys and values). Recurrent
 and hybrid models add their recurrent state (f32), times 1 + n_rs_seq where the target keeps
-rollback snapshots (`spectui.engine.recurrent`). Free RAM comes from
+rollback snapshots (`spectui.engine.recurrent`). An EAGLE-3 / DFlash head adds, besides its own
+weights and one-layer KV cache, the target's tapped layer inputs it reads (n_batch rows of each
+tapped layer, f32, in the target's output buffer). Free RAM comes from
 /proc/meminfo (`MemAvailable`), free VRAM from `nvidia-smi` where it exists. When the weights
 would not fit in free VRAM, fewer target layers are offloaded instead of letting the load fail;
 everything else is a warning, never a refusal.
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spectui.engine import recurrent
-from spectui.engine.archs import MTP_ASSISTANT_ARCHS
+from spectui.engine.archs import FEATURE_HEAD_ARCHS, MTP_ASSISTANT_ARCHS
 from spectui.engine.config import MAX_DRAFT
 
 if TYPE_CHECKING:
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
 KV_BYTES_PER_VALUE = 2  # llama.cpp's default f16 K and V cache
 OVERHEAD = 1.10  # compute buffers and scratch, roughly
 DRAFT_SIZE_LIMIT = 1 / 3
+TAP_ROWS = 512  # the target's n_batch (LlamaModel.load's default): rows of each tapped layer kept
+F32 = 4
 SPLIT_PART = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<total>\d{5})\.gguf$")
 GB = 1e9
 
@@ -45,8 +49,10 @@ class Footprint:
     rs_snapshots: int = 0
     """Rollback snapshots its context keeps (llama.cpp's n_rs_seq), each one more state."""
     arch: str = ""
-    """llama.cpp's architecture (an MTP assistant sidecar is sized like the heads it is, not
-    like a draft model)."""
+    """llama.cpp's architecture (an MTP assistant sidecar or an EAGLE-3 / DFlash head is sized
+    like the heads it is, not like a draft model)."""
+    extra_bytes: int = 0
+    """Buffers beside weights and caches: for a head, the target's tapped rows it reads."""
 
     def kv_bytes(self, n_ctx: int) -> int:
         return self.kv_bytes_per_token * n_ctx
@@ -55,7 +61,7 @@ class Footprint:
         return recurrent.snapshot_bytes(self.state_bytes, self.rs_snapshots)
 
     def total(self, n_ctx: int) -> int:
-        return self.weights_bytes + self.kv_bytes(n_ctx) + self.recurrent_bytes()
+        return self.weights_bytes + self.kv_bytes(n_ctx) + self.recurrent_bytes() + self.extra_bytes
 
 
 @dataclass
@@ -112,7 +118,12 @@ def read_footprint(path: Path) -> Footprint:
     per_token = (n_layer - n_recurrent) * n_head_kv * (head_k + head_v) * KV_BYTES_PER_VALUE
     state = recurrent.state_bytes(raw, arch, n_layer)
     snapshots = MAX_DRAFT if state and arch in recurrent.SNAPSHOT_ARCHS else 0
-    return Footprint(path.name, weights_bytes(path), n_layer, per_token, state, snapshots, arch)
+    taps = 0
+    if arch in FEATURE_HEAD_ARCHS:
+        layers = raw(f"{arch}.target_layers")
+        width = number(f"{arch}.target_hidden_size") or n_embd
+        taps = (len(layers) if isinstance(layers, list) else 0) * width * TAP_ROWS * F32
+    return Footprint(path.name, weights_bytes(path), n_layer, per_token, state, snapshots, arch, taps)
 
 
 def mem_available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
@@ -154,7 +165,7 @@ def ram_warning(models: list[Footprint], n_ctx: int, available: int | None) -> s
     if available is None:
         return None
     weights = sum(m.weights_bytes for m in models)
-    kv = sum(m.kv_bytes(n_ctx) + m.recurrent_bytes() for m in models)
+    kv = sum(m.kv_bytes(n_ctx) + m.recurrent_bytes() + m.extra_bytes for m in models)
     needed = int((weights + kv) * OVERHEAD)
     if needed <= available:
         return None
@@ -180,7 +191,8 @@ def plan(target: Footprint, draft: Footprint | None, n_ctx: int, *, gpu: bool,
     if draft:
         draft = replace(draft, rs_snapshots=0)  # a draft goes back by checkpoints, not snapshots
     models = [target, draft] if draft else [target]
-    if draft and draft.arch not in MTP_ASSISTANT_ARCHS and (warning := draft_size_warning(target, draft)):
+    heads = MTP_ASSISTANT_ARCHS.keys() | FEATURE_HEAD_ARCHS.keys()
+    if draft and draft.arch not in heads and (warning := draft_size_warning(target, draft)):
         result.warnings.append(warning)
     offloading = gpu and n_gpu_layers != 0
     if not offloading:

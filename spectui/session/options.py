@@ -117,10 +117,9 @@ def models_from_args(args: argparse.Namespace) -> ModelChoice:
 
         target, draft = resolve_reference(args.target), resolve_optional(args.draft)
         notice = None
-        wants_model = kind == AUTO_KIND or "model" in kind.split("+")
-        if draft is None and wants_model:
-            # the best compatible model on disk, or none when the target drafts with its own heads
-            draft, notice = auto_draft_for(target, mtp_supported=mtp_supported())
+        if draft is None and wants_draft_file(kind):
+            # the best compatible model or head on disk, or none when the target drafts with its own heads
+            draft, notice = auto_draft_for(target, mtp_supported=mtp_supported(), kind=kind)
             print(f"spectui: {notice}", file=sys.stderr)
         choice = ModelChoice("custom", target, DrafterSpec(kind, draft, args.draft_n_gpu_layers), notice=notice)
     else:
@@ -151,12 +150,19 @@ def pair_rpc(name: str) -> str | None:
     return None if entry is None else entry.entry.rpc
 
 
+def wants_draft_file(kind: str) -> bool:
+    """`auto`, or a kind with a member that drafts from a file (`model`, `eagle3`, `dflash`)."""
+    from spectui.engine.drafters import KINDS
+
+    return kind == AUTO_KIND or any(KINDS[m].needs_draft_file for m in kind.split("+") if m in KINDS)
+
+
 def pair_drafter_kind(pair_drafter: str, asked: str) -> str:
-    """The drafter kind for a catalog pair: what `--drafter` asked for, else `mtp` for an MTP pair
-    (its heads, or its assistant sidecar), else `auto`."""
+    """The drafter kind for a catalog pair: what `--drafter` asked for, else the pair's own for an
+    MTP pair (its heads, or its assistant sidecar) or an EAGLE-3 / DFlash head, else `auto`."""
     if asked != AUTO_KIND:
         return asked
-    return "mtp" if pair_drafter == "mtp" else AUTO_KIND
+    return pair_drafter if pair_drafter in ("mtp", "eagle3", "dflash") else AUTO_KIND
 
 
 def mtp_supported() -> bool:

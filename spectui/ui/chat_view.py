@@ -27,7 +27,8 @@ from spectui.chat.reasoning import Markers, ReasoningSplitter
 from spectui.engine.events import TARGET
 from spectui.ui.thinking import ThinkingBlock, pieces_text
 
-ORIGIN_STYLES = {"model": "green", "ngram": "cyan", "suffix": "cyan", "mtp": "magenta"}
+ORIGIN_STYLES = {"model": "green", "ngram": "cyan", "suffix": "cyan", "mtp": "magenta", "eagle3": "magenta",
+                 "dflash": "magenta"}
 """Colour of tokens accepted from each drafter; the target's own tokens keep the default."""
 OTHER_DRAFTER_STYLE = "green"
 Piece = tuple[str, str]

@@ -106,7 +106,8 @@ class PairReady(Message):
     name: str
     target: Path
     draft: Path | None
-    """The draft model, or an MTP assistant sidecar (`drafter` "mtp")."""
+    """The draft model, an MTP assistant sidecar (`drafter` "mtp"), or an EAGLE-3 / DFlash head."""
     recommended_k: DraftLength | None
     drafter: str = "model"
-    """The pair's drafter: `model`, or `mtp` (the target's heads, or the sidecar `draft`)."""
+    """The pair's drafter: `model`, `mtp` (the target's heads, or the sidecar `draft`), `eagle3`
+    or `dflash` (`draft` is such a head)."""

@@ -95,7 +95,8 @@ class LocalPairCommands(Provider):
 
         target, best = pairing.target, pairing.best
         draft = best.model.path if best else None
-        return lambda: self.app.post_message(PairReady(target.reference, target.path, draft, None))
+        drafter = best.model.info.arch if best and best.model.info.kind == "head" else "model"  # eagle3, dflash
+        return lambda: self.app.post_message(PairReady(target.reference, target.path, draft, None, drafter))
 
     def _help(self, pairing: Pairing) -> str:
         if pairing.best is not None:

@@ -254,7 +254,7 @@ class StatsPanel(Vertical):
         self.query_one("#legend", Static).update(legend_text() if colouring else Text())
 
 
-LEGEND = (("model", "draft model"), ("ngram", "lookup (n-gram, suffix)"), ("mtp", "MTP heads"))
+LEGEND = (("model", "draft model"), ("ngram", "lookup (n-gram, suffix)"), ("mtp", "heads (MTP, EAGLE-3, DFlash)"))
 """Which drafter each colour stands for (`chat_view.ORIGIN_STYLES`), in the legend's words."""
 
 

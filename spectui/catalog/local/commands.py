@@ -97,11 +97,11 @@ def list_local_command(args: argparse.Namespace) -> int:
 def add_local_pair(name: str, target_ref: str, draft_ref: str) -> tuple[Path, Path]:
     """Record a pair of files already on disk under `name` (never owned: `rm` deletes nothing)."""
     from spectui.catalog import record
+    from spectui.catalog.checks import check_drafter
     from spectui.catalog.loader import load_catalog
     from spectui.catalog.local.references import resolve_reference
-    from spectui.catalog.pull import check_complete
+    from spectui.catalog.pull import check_complete, drafter_of
     from spectui.catalog.schema import PAIR_NAME, split_parts
-    from spectui.engine.compat import check_compatible_files
 
     if not PAIR_NAME.match(name):
         raise CatalogError(f"pair name {name!r} must be lower case letters, digits, '.', '_', '-'")
@@ -113,12 +113,13 @@ def add_local_pair(name: str, target_ref: str, draft_ref: str) -> tuple[Path, Pa
         files = [first.with_name(part) for part in split_parts(first.name)]
         models.append([record.PulledFile(path=str(f), size=check_complete(f), owned=False) for f in files])
     target, draft = Path(models[0][0].path), Path(models[1][0].path)
+    drafter = drafter_of(draft)
     try:
-        check_compatible_files(target, draft)
+        check_drafter(target, draft, drafter)
     except IncompatibleDraftError as error:
         raise IncompatibleDraftError(f"pair {name} was not saved: {error}") from None
     pair = record.PulledPair(target=models[0], draft=models[1], adhoc=True, pulled_at=record.now(),
-                             description=f"local pair: {target_ref} + {draft_ref}")
+                             description=f"local pair: {target_ref} + {draft_ref}", drafter=drafter)
     record.add_pair(name, pair)
     return target, draft
 

@@ -80,8 +80,8 @@ class IndexFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    version: Literal[1] = 1
-    """Format version; another version is discarded and rebuilt."""
+    version: Literal[2] = 2
+    """Format version; another version is discarded and rebuilt (2: width, layers and head facts)."""
 
     files: dict[str, FileEntry] = Field(default_factory=dict)
     """Resolved path -> what was read from it."""

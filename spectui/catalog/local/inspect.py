@@ -13,9 +13,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from spectui.engine.archs import FEATURE_HEAD_ARCHS
 from spectui.engine.gguf_file import ArrayInfo, GGUFHeader
+from spectui.engine.heads import HeadFacts, TargetFacts, head_from_header
 
-Kind = Literal["model", "projector", "adapter", "embedding", "vocabulary", "unknown"]
+Kind = Literal["model", "head", "projector", "adapter", "embedding", "vocabulary", "unknown"]
 ENCODER_ARCHS = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3",
                            "neo-bert", "modern-bert", "t5encoder"})
 QUANT_IN_NAME = re.compile(r"(?i)(?:^|[-_.])((?:UD-)?(?:I?Q\d(?:_[0-9A-Z]+)*|BF16|F16|F32|MXFP4))(?:[-_.]|$)")
@@ -27,7 +29,8 @@ class ModelInfo(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Kind
-    """`model` for a text generator; otherwise what else the file is (it is then skipped)."""
+    """`model` for a text generator, `head` for an EAGLE-3 / DFlash draft head (it drafts for a
+    target beside it); otherwise what else the file is (it is then skipped)."""
 
     arch: str
     """`general.architecture`, e.g. `qwen2`, `llama`, `gemma3`."""
@@ -61,6 +64,18 @@ class ModelInfo(BaseModel):
 
     split_no: int = 0
     """`split.no`: which part this file is, from 0."""
+
+    n_embd: int = 0
+    """`<arch>.embedding_length`: the width of its hidden states."""
+
+    n_layer: int = 0
+    """Trunk layers (`<arch>.block_count` less its MTP layers)."""
+
+    head: HeadFacts | None = None
+    """For an EAGLE-3 / DFlash head: the target layers and width it reads, and its block."""
+
+    def target_facts(self) -> TargetFacts:
+        return TargetFacts(self.arch, self.n_embd, self.n_layer)
 
 
 def _int(value: object) -> int | None:
@@ -97,7 +112,7 @@ def classify(meta: dict[str, object], arch: str, n_tensors: int, split_count: in
         return "unknown"
     if n_tensors == 0 and split_count == 1:
         return "vocabulary"
-    return "model"
+    return "head" if arch in FEATURE_HEAD_ARCHS else "model"
 
 
 def info_from_header(header: GGUFHeader, filename: str) -> ModelInfo:
@@ -105,8 +120,10 @@ def info_from_header(header: GGUFHeader, filename: str) -> ModelInfo:
     arch = _str(meta.get("general.architecture")) or "unknown"
     tokens = meta.get("tokenizer.ggml.tokens")
     split_count = _int(meta.get("split.count")) or 1
+    kind = classify(meta, arch, header.n_tensors, split_count)
+    mtp_layers = _int(meta.get(f"{arch}.nextn_predict_layers")) or 0
     return ModelInfo(
-        kind=classify(meta, arch, header.n_tensors, split_count),
+        kind=kind,
         arch=arch,
         name=_str(meta.get("general.name")),
         basename=_str(meta.get("general.basename")),
@@ -114,10 +131,13 @@ def info_from_header(header: GGUFHeader, filename: str) -> ModelInfo:
         parameters=header.n_elements,
         quantization=quantization_name(_int(meta.get("general.file_type")), filename),
         context_length=_int(meta.get(f"{arch}.context_length")),
-        mtp_layers=_int(meta.get(f"{arch}.nextn_predict_layers")) or 0,
+        mtp_layers=mtp_layers,
         n_vocab=tokens.count if isinstance(tokens, ArrayInfo) else 0,
         split_count=split_count,
         split_no=_int(meta.get("split.no")) or 0,
+        n_embd=_int(meta.get(f"{arch}.embedding_length")) or 0,
+        n_layer=max((_int(meta.get(f"{arch}.block_count")) or 0) - mtp_layers, 0),
+        head=head_from_header(header) if kind == "head" else None,
     )
 
 

@@ -7,7 +7,9 @@ costs about `c` = draft bytes / target bytes of a target pass, and with a per-to
 `a` a draft of K tokens yields (1 - a^(K+1)) / ((1 - a)(1 + K c)) times the plain speed. `a` is
 a guess from the relation: 0.75 for the same family (`general.basename`), 0.6 for the same
 architecture, 0.5 otherwise; K = 4. The estimate only orders candidates; K = auto measures.
-A target carrying MTP heads needs no separate draft: they come first.
+A target carrying MTP heads needs no separate draft: they come first. An EAGLE-3 or DFlash head on
+disk that fits the target (`spectui.engine.heads.misfit`: its width, its layers, the tokenizer)
+comes before any draft model: it was trained on that target's own hidden states.
 """
 
 from __future__ import annotations
@@ -71,6 +73,16 @@ class Pairing:
     def best(self) -> DraftChoice | None:
         return self.drafts[0] if self.drafts else None
 
+    def best_for(self, kind: str) -> DraftChoice | None:
+        """The best file for drafter `kind`: an `eagle3` or `dflash` head, a draft `model` (or a
+        chain with one), or under `auto` whatever ranks first."""
+        members = set(kind.split("+"))
+        for draft in self.drafts:
+            arch = draft.model.info.arch if draft.model.info.kind == "head" else "model"
+            if kind == "auto" or arch in members:
+                return draft
+        return None
+
     def as_json(self) -> dict[str, object]:
         return {
             "target": self.target.reference,
@@ -123,6 +135,9 @@ def pair_target(target: LocalModel, candidates: list[LocalModel], checker: Vocab
     for draft in candidates:
         if draft.key == target.key:
             continue
+        if draft.info.kind == "head":
+            _pair_head(pairing, target, draft, checker)
+            continue
         if draft.size >= target.size:
             reason = f"not smaller than the target ({_gb(draft.size)} vs {_gb(target.size)})"
             pairing.refused.append(Refusal(draft, reason, larger=True))
@@ -139,16 +154,39 @@ def pair_target(target: LocalModel, candidates: list[LocalModel], checker: Vocab
             pairing.refused.append(Refusal(draft, reason))
         else:
             pairing.drafts.append(_choice(target, draft))
-    pairing.drafts.sort(key=lambda d: (-d.estimate, d.model.size))  # stable: ties keep store order
+    # heads first; then by pay-off (stable: ties keep store order)
+    pairing.drafts.sort(key=lambda d: (d.model.info.kind != "head", -d.estimate, d.model.size))
     if not pairing.drafts and target.parameters >= SUGGEST_FROM_PARAMETERS:
         pairing.suggestion = catalog_suggestion(target)
     return pairing
 
 
+def _pair_head(pairing: Pairing, target: LocalModel, head: LocalModel, checker: VocabChecker) -> None:
+    """An EAGLE-3 / DFlash head drafts for `target` when its shape and its tokenizer fit."""
+    from spectui.engine.archs import FEATURE_HEAD_ARCHS
+    from spectui.engine.heads import misfit
+
+    assert head.info.head is not None
+    why = misfit(head.info.head, target.info.target_facts(), "it", "the target")
+    if why is None:
+        try:
+            mismatch = checker.mismatch(target.path, head.path)
+        except SpectuiError as error:
+            mismatch = f"llama.cpp cannot read its vocabulary: {error}"
+        why = None if mismatch is None else f"tokenizer differs: {mismatch}"
+    if why is not None:
+        pairing.refused.append(Refusal(head, why))
+        return
+    ratio = head.size / target.size if target.size else 1.0
+    relation = f"{FEATURE_HEAD_ARCHS[head.info.arch]} head"
+    pairing.drafts.append(DraftChoice(head, estimated_speedup(ratio, ACCEPTANCE_GUESS["family"]), relation, ratio))
+
+
 def pair_all(discovery: Discovery, index: LocalIndex) -> list[Pairing]:
-    """Every discovered model as a target, against every other one."""
+    """Every discovered model as a target (a draft head is never one), against every other one."""
     with VocabChecker(index) as checker:
-        return [pair_target(model, discovery.models, checker) for model in discovery.models]
+        return [pair_target(model, discovery.models, checker) for model in discovery.models
+                if model.info.kind != "head"]
 
 
 def _family_hint(target: LocalModel) -> str | None:
@@ -188,8 +226,9 @@ def _label(model: LocalModel) -> str:
     return model.reference if model.source != "file" else model.path.name
 
 
-def auto_draft_for(target_path: Path, *, mtp_supported: bool = False) -> tuple[Path | None, str]:
-    """The best local draft for `target_path` and a one-line message saying what was chosen.
+def auto_draft_for(target_path: Path, *, mtp_supported: bool = False, kind: str = "auto") -> tuple[Path | None, str]:
+    """The best local draft for `target_path` (for drafter `kind`: a head for `eagle3`/`dflash`)
+    and a one-line message saying what was chosen.
 
     (None, why) when nothing on disk fits (the message then names the catalog draft to pull), or
     when the target carries MTP heads and `mtp_supported` (the engine drafts with them).
@@ -203,13 +242,18 @@ def auto_draft_for(target_path: Path, *, mtp_supported: bool = False) -> tuple[P
         target = found.find(target_path) or describe_path(target_path, index)
         if not isinstance(target, LocalModel):
             return None, f"no automatic draft for {target_path.name}: {target.reason}"
+        if target.info.kind == "head":
+            from spectui.engine.heads import check_not_a_head
+
+            check_not_a_head(target_path)  # raises its one line
         with VocabChecker(index) as checker:
             pairing = pair_target(target, found.models, checker)
     finally:
         index.save()
-    heads = mtp_supported and runs_own_heads(pairing)
-    chosen = None if heads or pairing.best is None else pairing.best.model.path
-    return chosen, auto_message(pairing, mtp_supported=mtp_supported)
+    heads = kind == "auto" and mtp_supported and runs_own_heads(pairing)
+    best = pairing.best_for(kind)
+    chosen = None if heads or best is None else best.model.path
+    return chosen, auto_message(pairing, mtp_supported=mtp_supported, kind=kind)
 
 
 def runs_own_heads(pairing: Pairing) -> bool:
@@ -219,13 +263,14 @@ def runs_own_heads(pairing: Pairing) -> bool:
     return pairing.mtp_layers == 1 and pairing.target.info.arch in MTP_HEAD_ARCHS
 
 
-def auto_message(pairing: Pairing, *, mtp_supported: bool) -> str:
+def auto_message(pairing: Pairing, *, mtp_supported: bool, kind: str = "auto") -> str:
     label = _label(pairing.target)
-    if mtp_supported and runs_own_heads(pairing):
+    if kind == "auto" and mtp_supported and runs_own_heads(pairing):
         return f"{label} drafts with its own MTP heads ({pairing.mtp_layers} layer(s)); no separate draft needed"
     mtp = f"; its {pairing.mtp_layers} MTP layer(s) are not used yet" if pairing.mtp_layers else ""
-    if pairing.best is not None:
-        return (f"draft for {label}: {pairing.best.describe()}, picked automatically from "
+    best = pairing.best_for(kind)
+    if best is not None:
+        return (f"draft for {label}: {best.describe()}, picked automatically from "
                 f"{len(pairing.drafts)} compatible on disk{mtp}; --draft REF picks another")
     smaller = [r for r in pairing.refused if not r.larger]
     why = f": {_label(smaller[0].model)}: {smaller[0].reason}" if smaller else ""
