@@ -79,7 +79,7 @@ def test_shipped_catalog_has_the_families_the_issue_asks_for() -> None:
 def test_no_shipped_pair_mixes_tokenizer_generations() -> None:
     generations = {  # checked in this order: Qwen3.5 and Qwen3.6 share one 248320-token vocabulary
         "qwen2.5": "qwen2.5", "qwen3.5": "qwen3.5", "qwen3.6": "qwen3.5", "qwen3": "qwen3",
-        "llama-3": "llama-3", "gemma-3": "gemma-3", "gemma-4": "gemma-4", "lfm2": "lfm2",
+        "llama-3": "llama-3", "gemma-3": "gemma-3", "gemma-4": "gemma-4", "lfm2": "lfm2", "gpt-oss": "gpt-oss",
     }
 
     def generation(repo: str) -> str:
@@ -95,7 +95,7 @@ def test_no_shipped_pair_mixes_tokenizer_generations() -> None:
 NEW_IN_2026 = [
     "qwen3.6-27b", "qwen3.6-35b-a3b", "qwen3.5-9b", "qwen3.5-27b", "qwen3.6-27b-mtp",
     "qwen3.6-35b-a3b-mtp", "gemma4-31b", "gemma4-26b-a4b", "gemma4-12b", "gemma4-12b-mtp",
-    "gemma4-26b-a4b-mtp", "gemma4-31b-mtp", "lfm2-2.6b",
+    "gemma4-26b-a4b-mtp", "gemma4-31b-mtp", "lfm2-2.6b", "gpt-oss-20b-eagle3", "qwen3.6-27b-dflash",
 ]
 
 
