@@ -43,3 +43,25 @@ def test_the_cost_scripts_measure_the_generated_tiny_models(script: str):
         assert result["head_pass_ms"] > 0 and result["target_step_ms"] > 0
     else:
         assert set(result["one_row_ms"]) == {"0", "16"}
+
+
+LLAMA_SPECULATIVE = Path.home() / ".cache/spectui/llama.cpp-0.3.36/build/bin/llama-speculative-simple"
+
+
+@pytest.mark.parametrize("with_llama", [False, pytest.param(True, marks=pytest.mark.skipif(
+    not LLAMA_SPECULATIVE.exists(), reason="llama.cpp's tools are not built (scripts/build_llama_cpp.sh)"))])
+def test_bench_heads_runs_the_tiny_heads_and_matches_llama_cpp(tmp_path: Path, with_llama: bool):
+    """With llama.cpp's own drivers built: from every context both drafted from, the same draft
+    length gets the same verdict (the same hidden states go in, in line), and the same output."""
+    out = tmp_path / "heads.json"
+    run_script("scripts/bench_heads.py", "--repeat", "1", "--max-tokens", "24", "--threads", "1",
+               "--json", str(out), *([] if with_llama else ["--no-llama"]))
+    rows = json.loads(out.read_text())["rows"]
+    cases = {row["case"] for row in rows}
+    assert cases == {"eagle3/llama", "dflash/llama", "eagle3/qwen35", "dflash/qwen35"}
+    spec = [row for row in rows if row["tool"] == "spectui"]
+    assert all(row["identical"] and 0 < row["accepted"] < row["drafted"] for row in spec)
+    theirs = [row for row in rows if row["tool"] == "llama.cpp"]
+    assert len(theirs) == (4 if with_llama else 0)
+    assert all(row["identical"] and row["cycles_compared"] >= 10 and row["cycles_agree"] == row["cycles_compared"]
+               for row in theirs)
