@@ -1,6 +1,6 @@
 """spectui's EAGLE-3 and DFlash drafters against llama.cpp's own, on the same files: for docs/BENCHMARKS.md.
 
-    .venv/bin/python scripts/bench_heads.py [--k 3] [--max-tokens 64] [--repeat 3] [--threads 1]
+    .venv/bin/python scripts/bench_heads.py [--k 3] [--max-tokens 64] [--repeat 3] [--threads 1] [--temperature 0]
                                             [--llama-bin PATH | --no-llama] [--json OUT.json]
     .venv/bin/python scripts/bench_heads.py --target T.gguf --draft HEAD.gguf [--prompt TEXT ...]
 
@@ -105,6 +105,11 @@ class Row:
                 self.cycles_compared += 1
                 self.cycles_agree += theirs[pos] == (drafted, accepted)
 
+    def add_all(self, runs: list[Run]) -> None:
+        """Sampled runs differ round by round: every run's counts, every speed."""
+        for run in runs:
+            self.add([run], None)
+
     def add(self, runs: list[Run], same: bool | None) -> None:
         """One prompt's runs: counts from the first (every round drafts the same), all speeds."""
         first = runs[0]
@@ -140,15 +145,16 @@ def tiny_cases(directory: Path) -> list[Case]:
     return cases
 
 
-def spectui_run(gen, prompt: str, k: int, max_tokens: int) -> Run:
-    from spectui.engine.config import DraftControl, GenerationConfig
+def spectui_run(gen, prompt: str, k: int, max_tokens: int, temperature: float = 0.0, seed: int = 0) -> Run:
+    from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
     from spectui.engine.events import Finished, Progress
 
     gen.reset()
     per_cycle, final = [], None
     tokens = gen.target.tokenize(prompt)
     position = len(tokens)  # the first cycle drafts after the target's first token
-    for event in gen.generate(tokens, GenerationConfig(max_tokens=max_tokens), DraftControl(k)):
+    config = GenerationConfig(max_tokens=max_tokens, sampling=SamplingConfig(temperature=temperature, seed=seed))
+    for event in gen.generate(tokens, config, DraftControl(k)):
         if isinstance(event, Progress):
             if event.cycle.drafted:
                 per_cycle.append((position, event.cycle.drafted, event.cycle.accepted))
@@ -163,11 +169,12 @@ def spectui_run(gen, prompt: str, k: int, max_tokens: int) -> Run:
 
 
 def llama_run(binary: Path, case: Case, prompt: str, k: int, max_tokens: int, threads: int,
-              traced: bool = False, n_prompt: int = 0) -> Run:
+              traced: bool = False, n_prompt: int = 0, temperature: float = 0.0, seed: int = 0) -> Run:
     """One llama-speculative-simple run; `traced` (debug log, untimed use only): each cycle's
     drafted and accepted tokens too."""
     command = [str(binary), "-m", str(case.target), "-md", str(case.head), "-p", prompt, "-n", str(max_tokens),
-               "-c", "1024", "-t", str(threads), "--temp", "0", "--spec-type", f"draft-{case.kind}",
+               "-c", "1024", "-t", str(threads), "--temp", str(temperature), "--seed", str(seed),
+               "--top-k", "40", "--top-p", "0.95", "--min-p", "0.05", "--spec-type", f"draft-{case.kind}",
                "--spec-draft-n-max", str(k), "--spec-draft-p-min", "0", "-lv", "5" if traced else "4"]
     for _ in range(LOG_TRIES):  # llama.cpp's log thread sometimes drops its last lines at exit
         done = subprocess.run(command, capture_output=True, timeout=600)
@@ -204,19 +211,24 @@ def bench_case(case: Case, args: argparse.Namespace, binary: Path | None) -> lis
     rows = {tool: Row(case.name, tool, 0 if tool == "spectui off" else args.k) for tool in tools}
     gen = load_generator(case.target, DrafterSpec(case.kind, case.head), n_ctx=1024, n_threads=args.threads)
     try:
+        greedy = args.temperature <= 0
         for prompt in args.prompt or PROMPTS:
             runs: dict[str, list[Run]] = {tool: [] for tool in tools}
-            for _ in range(args.repeat):  # interleaved: each round runs every tool once
+            for seed in range(args.repeat):  # interleaved: each round runs every tool once
                 for tool in tools:
                     if tool == "llama.cpp":
                         assert binary is not None
-                        runs[tool].append(llama_run(binary, case, prompt, args.k, args.max_tokens, args.threads))
+                        runs[tool].append(llama_run(binary, case, prompt, args.k, args.max_tokens, args.threads,
+                                                    temperature=args.temperature, seed=seed))
                     else:
-                        runs[tool].append(spectui_run(gen, prompt, rows[tool].k, args.max_tokens))
+                        runs[tool].append(spectui_run(gen, prompt, rows[tool].k, args.max_tokens,
+                                                      args.temperature, seed))
             alone = runs["spectui off"][0].text
             for tool, row in rows.items():
-                same = None if tool == "spectui off" else same_output(runs[tool][0].text, alone)
-                if tool == "llama.cpp":
+                same = None if tool == "spectui off" or not greedy else same_output(runs[tool][0].text, alone)
+                if not greedy:
+                    row.add_all(runs[tool])
+                elif tool == "llama.cpp":
                     assert binary is not None
                     trace = llama_run(binary, case, prompt, args.k, args.max_tokens, args.threads, traced=True,
                                       n_prompt=len(gen.target.tokenize(prompt)))
@@ -246,6 +258,10 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds per prompt (medians)")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--temperature", type=float, default=0.0,
+                        help="above 0: both tools sample (top-k 40, top-p 0.95, min-p 0.05, seed = round); "
+                        "spectui by rejection sampling, llama.cpp by matching the head's top token: compare "
+                        "acceptance (outputs differ, nothing is checked)")
     parser.add_argument("--prompt", action="append", help="a prompt (repeatable; default: three short ones)")
     parser.add_argument("--target", type=Path, help="a real target GGUF (with --draft)")
     parser.add_argument("--draft", type=Path, help="its EAGLE-3 or DFlash head GGUF")
@@ -270,7 +286,7 @@ def main() -> int:
             cases = tiny_cases(Path(tmp))
         rows = [row for case in cases for row in bench_case(case, args, binary)]
     print(f"# {platform.node()} {platform.processor() or platform.machine()}, {args.threads} thread(s), "
-          f"K={args.k}, {args.max_tokens} tokens, {args.repeat} interleaved round(s), T=0")
+          f"K={args.k}, {args.max_tokens} tokens, {args.repeat} interleaved round(s), T={args.temperature:g}")
     print(table(rows))
     if args.json:
         args.json.write_text(json.dumps({"k": args.k, "threads": args.threads, "rows": [
