@@ -63,5 +63,7 @@ def test_bench_heads_runs_the_tiny_heads_and_matches_llama_cpp(tmp_path: Path, w
     assert all(row["identical"] and 0 < row["accepted"] < row["drafted"] for row in spec)
     theirs = [row for row in rows if row["tool"] == "llama.cpp"]
     assert len(theirs) == (4 if with_llama else 0)
-    assert all(row["identical"] and row["cycles_compared"] >= 10 and row["cycles_agree"] == row["cycles_compared"]
-               for row in theirs)
+    # llama.cpp's checkpoint path on the hybrid target once parted from the plain greedy output after
+    # 37 tokens (docs/BENCHMARKS.md); the verdicts are compared while the contexts are the same
+    assert all((row["identical"] or row["shared"] >= 16) and row["cycles_compared"] >= 10
+               and row["cycles_agree"] == row["cycles_compared"] for row in theirs)
