@@ -82,8 +82,9 @@ def add_model_options(parser: argparse.ArgumentParser, max_tokens: Callable[[str
     """Options shared by `chat` and `bench`: which models, and how to run them."""
     parser.add_argument("--target", type=argtypes.path, help=f"the target model (instead of a pair): {MODEL_REF}")
     parser.add_argument("--draft", type=argtypes.path,
-                        help="the draft model, or a Gemma 4 MTP assistant (mtp-*.gguf) with --drafter mtp "
-                        "(default with --target: the best one on disk, or the target's own MTP heads)")
+                        help="the draft model, a Gemma 4 MTP assistant (mtp-*.gguf) with --drafter mtp, or an "
+                        "EAGLE-3 / DFlash head made for the target (default with --target: the best one on disk, "
+                        "or the target's own MTP heads)")
     parser.add_argument("--drafter", type=parse_drafter, default=None, help=drafter_help())
     add_sampling_options(parser, temperature)
     parser.add_argument("--seed", type=argtypes.seed, default=None,

@@ -21,6 +21,7 @@ from pathlib import Path
 from spectui.catalog.local.discover import Discovery, LocalModel, describe_path, discover
 from spectui.catalog.local.index import LocalIndex
 from spectui.catalog.local.vocab import VocabChecker
+from spectui.engine.archs import FEATURE_HEAD_ARCHS
 from spectui.errors import SpectuiError
 
 ESTIMATE_K = 4
@@ -163,7 +164,6 @@ def pair_target(target: LocalModel, candidates: list[LocalModel], checker: Vocab
 
 def _pair_head(pairing: Pairing, target: LocalModel, head: LocalModel, checker: VocabChecker) -> None:
     """An EAGLE-3 / DFlash head drafts for `target` when its shape and its tokenizer fit."""
-    from spectui.engine.archs import FEATURE_HEAD_ARCHS
     from spectui.engine.heads import misfit
 
     assert head.info.head is not None
@@ -276,4 +276,6 @@ def auto_message(pairing: Pairing, *, mtp_supported: bool, kind: str = "auto") -
     why = f": {_label(smaller[0].model)}: {smaller[0].reason}" if smaller else ""
     refused = f" ({len(smaller)} smaller model(s) refused{why})" if smaller else ""
     hint = pairing.suggestion or "see `spectui list` for pairs to pull"
-    return f"no compatible draft on disk for {label}{refused}; {hint}{mtp}"
+    heads = [FEATURE_HEAD_ARCHS[m] for m in kind.split("+") if m in FEATURE_HEAD_ARCHS]
+    what = f"{heads[0]} head" if heads else "draft"
+    return f"no compatible {what} on disk for {label}{refused}; {hint}{mtp}"

@@ -62,9 +62,10 @@ def check_spec(spec: DrafterSpec) -> None:
             raise SpectuiError(
                 f"unknown drafter {member!r}; choose one of {', '.join(kind_names())}"
             )
-    needs_file = any(KINDS[m].needs_draft_file for m in spec.members)
+    needs_file = [m for m in spec.members if KINDS[m].needs_draft_file]
     if needs_file and spec.draft is None:
-        raise SpectuiError(f"--drafter {spec.kind} needs a draft model: add --draft PATH (or name a pair)")
+        what = "a draft model" if "model" in needs_file else f"its {needs_file[0]} head GGUF"
+        raise SpectuiError(f"--drafter {spec.kind} needs {what}: add --draft PATH (or name a pair)")
 
 
 def build_drafters(spec: DrafterSpec, ctx: BuildContext) -> tuple[dict[str, Drafter], list[str]]:
