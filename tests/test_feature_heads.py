@@ -298,6 +298,23 @@ def test_a_head_is_not_a_draft_model_nor_the_other_kind_of_head(targets, heads):
         gen.close()
 
 
+def test_without_the_taps_in_llama_cpp_a_head_is_one_line_and_a_lookup_drafts(targets, heads, monkeypatch):
+    from spectui.engine.drafters import taps
+
+    monkeypatch.setattr(taps, "_bound", {})
+    monkeypatch.setitem(taps._SYMBOLS, "llama_get_embeddings_layer_inp",
+                        (("no_such_symbol",), *taps._SYMBOLS["llama_get_embeddings_layer_inp"][1:]))
+    gen = load(targets, heads, "eagle3", "llama", n_ctx=256)
+    try:
+        line = gen.notes[0]
+        assert line.startswith("an EAGLE-3 head is off: the installed llama-cpp-python (") and "\n" not in line
+        assert line.endswith("lacks llama.cpp's hidden-state taps (llama_get_embeddings_layer_inp); "
+                             "install llama-cpp-python 0.3.36 or newer")
+        assert gen.default_kind == "suffix" and "eagle3" not in gen.drafters
+    finally:
+        gen.close()
+
+
 # ----- the CLI and bench -------------------------------------------------------------------------
 
 

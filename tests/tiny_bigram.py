@@ -25,7 +25,7 @@ each normalised embedding), so a head is built against exactly the target that w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -116,6 +116,3 @@ def hybrid_target(directory: Path, seed: int = 36, spec: MtpSpec | None = None) 
     path = write_hybrid_gguf(directory / "bigram-qwen35.gguf", spec.hybrid, weights, "tiny-bigram-qwen35")
     return BigramTarget(path, weights, favourite_next(weights), spec.hybrid.n_layer)
 
-
-def resized(spec: TinySpec, n_embd: int) -> TinySpec:
-    return replace(spec, n_embd=n_embd)
