@@ -32,8 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from spectui.limits import MAX_DRAFT
 
-PAIR_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+PAIR_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*\Z")
+REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 SPLIT_NAME = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<total>\d{5})\.gguf$")
 ARCH_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 Drafter = Literal["model", "mtp", "eagle3", "dflash"]

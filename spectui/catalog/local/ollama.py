@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from spectui.catalog.local.confine import inside, is_dir, is_file, ollama_blob_name, relative_parts
 from spectui.errors import LocalModelError
 
 DEFAULT_HOST = "registry.ollama.ai"
@@ -45,8 +46,8 @@ class OllamaName:
         path, sep, tag = text.rpartition(":")
         if not sep or "/" in tag:
             path, tag = text, DEFAULT_TAG
-        parts = path.split("/")
-        if not tag or any(not part or part in (".", "..") for part in parts) or len(parts) > 3:
+        parts = relative_parts(path) or []
+        if not parts or len(parts) > 3 or relative_parts(tag) is None:
             raise LocalModelError(
                 f"ollama:{text} is not an Ollama model name; write ollama:NAME[:TAG] "
                 "(e.g. ollama:qwen2.5:7b or ollama:NAMESPACE/NAME:TAG)"
@@ -74,8 +75,13 @@ class OllamaName:
 
 
 def manifest_blob(root: Path, name: OllamaName, manifest: Path) -> Path:
-    """The GGUF blob an existing manifest names; `LocalModelError` if the manifest is unusable."""
+    """The GGUF blob an existing manifest names; `LocalModelError` if the manifest is unusable.
+
+    The manifest and the blob must both lie inside the store (`confine.inside`), and the digest
+    must be `sha256:` and 64 hex digits: a manifest naming `../../elsewhere` is refused.
+    """
     pull = f"run `ollama pull {name.display}` again"
+    inside(root / "manifests", manifest, f"Ollama's manifests in {root}")
     try:
         data = json.loads(manifest.read_text(encoding="utf-8"))
         layers = data["layers"]
@@ -90,30 +96,19 @@ def manifest_blob(root: Path, name: OllamaName, manifest: Path) -> Path:
             f"ollama: {name.display} has no GGUF layer ({MODEL_LAYER}) in {manifest}; "
             "Ollama keeps this model in a format llama.cpp cannot open"
         )
-    algorithm, sep, digest = str(digests[0]).partition(":")
-    if not sep or not digest.isalnum():
-        raise LocalModelError(f"ollama: {name.display} names a malformed blob {digests[0]!r} in {manifest}; {pull}")
-    blob = root / "blobs" / f"{algorithm}-{digest}"
+    blob_name = ollama_blob_name(digests[0])
+    if blob_name is None:
+        shown = repr(digests[0])[:90]
+        raise LocalModelError(
+            f"ollama: {name.display} names a malformed blob {shown} in {manifest} (a digest is sha256: "
+            f"and 64 hex digits); {pull}"
+        )
+    blob = root / "blobs" / blob_name
     if not is_file(blob):
         raise LocalModelError(
             f"ollama: {name.display} names blob {blob.name} which is missing from {root / 'blobs'}; {pull}"
         )
-    return blob
-
-
-def is_dir(path: Path) -> bool:
-    """`Path.is_dir`, but False (not PermissionError) where this user may not look."""
-    try:
-        return path.is_dir()
-    except OSError:
-        return False
-
-
-def is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except OSError:
-        return False
+    return inside(root / "blobs", blob, f"Ollama's blobs in {root}")
 
 
 def _existing_tags(roots: list[Path], name: OllamaName) -> list[str]:
@@ -121,7 +116,7 @@ def _existing_tags(roots: list[Path], name: OllamaName) -> list[str]:
     for root in roots:
         folder = (root / name.manifest_relpath).parent
         if is_dir(folder):
-            tags.update(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+            tags.update(p.name for p in folder.iterdir() if is_file(p) and not p.name.startswith("."))
     return sorted(tags)
 
 
@@ -155,7 +150,7 @@ def walk() -> Iterator[tuple[str, str, Path | None, str | None]]:
             continue
         for manifest in sorted(manifests.glob("*/*/*/*")):
             parts = manifest.relative_to(manifests).parts
-            if any(part.startswith(".") for part in parts) or not manifest.is_file():
+            if any(part.startswith(".") for part in parts) or not is_file(manifest):
                 continue
             name = OllamaName(*parts)
             try:

@@ -10,7 +10,10 @@ Accepted wherever a model path is (`--target`, `--draft`, `spectui pull --target
 - `hf:OWNER/REPO:FILE`: a file already in the Hugging Face cache (nothing is downloaded).
 - anything else is a path, returned as given (with `~` expanded).
 
-Every failure is one `LocalModelError` line naming what was looked for and where.
+Every failure is one `LocalModelError` line naming what was looked for and where. A reference
+never leads out of the store it names (`spectui.catalog.local.confine`): its parts are relative
+names (no `..`, no absolute FILE), and an `hf:` file, its cache links followed, must lie inside
+its repo's folder of the cache.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from spectui.catalog.local import ollama
+from spectui.catalog.local.confine import inside, is_dir, is_file, relative_parts
 from spectui.catalog.local.stores import LMSTUDIO_HINT, hf_cache_root, hf_repo_folder, hf_snapshots, lmstudio_roots
 from spectui.catalog.schema import REPO_ID
 from spectui.errors import LocalModelError
@@ -38,7 +42,15 @@ def resolve_reference(text: str) -> Path:
         return _resolve_lmstudio(text.removeprefix("lmstudio:"))
     if text.startswith("hf:"):
         return _resolve_hf(text.removeprefix("hf:"))
-    return Path(text).expanduser()
+    return expand_user(text)
+
+
+def expand_user(text: str) -> Path:
+    """`Path(text).expanduser()`, with `~user` for no such user as one line, not a traceback."""
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:
+        raise LocalModelError(f"{text}: the ~ in it names no user here; give the full path") from None
 
 
 def resolve_optional(text: str | None) -> Path | None:
@@ -54,7 +66,7 @@ def _language_models(folder: Path) -> list[str]:
     index = LocalIndex()
     names = []
     for path in sorted(folder.glob("*.gguf")):
-        if is_later_split_part(path):
+        if is_later_split_part(path) or not is_file(path):
             continue
         info = index.entry(path).info
         if info is not None and skip_reason(info) is None:
@@ -64,8 +76,8 @@ def _language_models(folder: Path) -> list[str]:
 
 
 def _resolve_lmstudio(body: str) -> Path:
-    parts = body.split("/")
-    if len(parts) < 2 or any(not p or p in (".", "..") for p in parts):
+    parts = relative_parts(body) or []
+    if len(parts) < 2:
         raise LocalModelError(
             f"lmstudio:{body} is not an LM Studio model; write lmstudio:PUBLISHER/REPO[/FILE.gguf]"
         )
@@ -73,10 +85,10 @@ def _resolve_lmstudio(body: str) -> Path:
     repo, filename = "/".join(parts[:2]), "/".join(parts[2:])
     for root in roots:
         folder = root / repo
-        if not folder.is_dir():
+        if not is_dir(folder):
             continue
         if filename:
-            if (folder / filename).is_file():
+            if is_file(folder / filename):
                 return folder / filename
             continue
         names = _language_models(folder)
@@ -100,7 +112,7 @@ def _resolve_lmstudio(body: str) -> Path:
 
 def _resolve_hf(body: str) -> Path:
     repo, sep, filename = body.partition(":")
-    if not sep or not REPO_ID.match(repo) or not filename.endswith(".gguf") or ".." in filename.split("/"):
+    if not sep or not REPO_ID.match(repo) or not filename.endswith(".gguf") or relative_parts(filename) is None:
         raise LocalModelError(
             f"hf:{body} is not a cached Hub file; write hf:OWNER/REPO:FILE.gguf "
             "(e.g. hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:qwen2.5-0.5b-instruct-q8_0.gguf)"
@@ -109,8 +121,8 @@ def _resolve_hf(body: str) -> Path:
     folder = root / hf_repo_folder(repo)
     for snapshot in hf_snapshots(folder):
         path = snapshot / filename
-        if path.is_file():
-            return path
+        if is_file(path):
+            return inside(folder, path, f"the cache's folder of {repo} ({folder})")
         if path.is_symlink():
             raise LocalModelError(
                 f"hf: {repo}:{filename} is only partly downloaded in {root} (its blob is missing); "

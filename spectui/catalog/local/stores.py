@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from spectui.catalog.local import ollama
+from spectui.catalog.local.confine import is_dir, is_file, is_inside
 
 Source = Literal["ollama", "lmstudio", "hf", "folder", "file"]
 LMSTUDIO_HINT = "`lms ls` (or LM Studio's My Models) shows what is there"
@@ -62,14 +63,24 @@ def hf_repo_folder(repo: str) -> str:
 def hf_snapshots(folder: Path) -> list[Path]:
     """A cached repo's snapshots, the one `refs/main` points at first, then newest first."""
     snapshots = folder / "snapshots"
-    if not snapshots.is_dir():
+    if not is_dir(snapshots):
         return []
-    found = sorted((s for s in snapshots.iterdir() if s.is_dir()), key=lambda s: s.stat().st_mtime, reverse=True)
+    try:
+        found = sorted((s for s in snapshots.iterdir() if is_dir(s)), key=_mtime, reverse=True)
+    except OSError:  # this user may not list it: as if nothing were cached
+        return []
     try:
         main = (folder / "refs" / "main").read_text(encoding="utf-8").strip()
     except OSError:
         return found
     return sorted(found, key=lambda s: s.name != main)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def walk_ollama() -> Iterator[Found | Problem]:
@@ -82,7 +93,7 @@ def walk_lmstudio() -> Iterator[Found | Problem]:
     for root in lmstudio_roots():
         for path in sorted(root.glob("*/*/*.gguf")):
             name = path.relative_to(root).as_posix()
-            if name not in seen and path.is_file():
+            if name not in seen and is_file(path):
                 seen.add(name)
                 yield Found("lmstudio", name, f"lmstudio:{name}", path)
 
@@ -101,19 +112,21 @@ def walk_hf() -> Iterator[Found | Problem]:
                     continue
                 seen.add(filename)
                 reference = f"hf:{repo}:{filename}"
-                if path.is_file():
+                if is_file(path) and is_inside(folder, path):
                     yield Found("hf", f"{repo}:{filename}", reference, path)
+                elif is_file(path):
+                    yield Problem(reference, f"leads outside the cache's folder of {repo}; not used")
                 else:
                     yield Problem(reference, "only partly downloaded (its blob is missing from the cache)")
 
 
 def walk_folders(folders: list[Path]) -> Iterator[Found | Problem]:
     for folder in folders:
-        if not folder.is_dir():
+        if not is_dir(folder):
             yield Problem(str(folder), "named in local_model_dirs (config.toml) but not a folder")
             continue
         for path in sorted(folder.rglob("*.gguf")):
-            if path.is_file():
+            if is_file(path):
                 yield Found("folder", path.relative_to(folder).as_posix(), str(path), path)
 
 
