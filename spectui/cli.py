@@ -186,7 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=("md", "json"), default=None,
                         help="md (default, or from the -o file's suffix) or json (everything stored)")
     export.add_argument("-o", "--output", type=argtypes.path, default=None,
-                        help="write to this file (default: stdout)")
+                        help="write to this new file (default: stdout); an existing one only with --force")
+    export.add_argument("--force", action="store_true", help="with -o: overwrite the file if it exists")
     return parser
 
 
@@ -273,5 +274,8 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
 
 
 def _fail(line: str, code: int = 1) -> int:
-    print(f"spectui: {line}", file=sys.stderr, flush=True)
+    """The one error line, terminal-safe: it may quote a name or a path from outside."""
+    from spectui.safe_text import line as safe_line
+
+    print(f"spectui: {safe_line(line)}", file=sys.stderr, flush=True)
     return code

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 
+from spectui import safe_text
 from spectui.bench.report import BenchRow, RunInfo, RunTotals, format_table, make_row, warnings
 from spectui.engine.config import AUTO, LLAMA_CPP_SAMPLING, DraftControl, DraftLength, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished
@@ -65,7 +66,7 @@ def run_all(gen: Generator, work: Workload, k: DraftLength, config: GenerationCo
         events = gen.generate(prompt, config or work.config, control)
         final = next(e for e in events if isinstance(e, Finished))
         if final.reason == "context":
-            print(f"  prompt {i + 1}: {final.message}", file=sys.stderr)
+            print(f"  prompt {i + 1}: {safe_text.line(final.message)}", file=sys.stderr)
         stats.append(final.stats)
         outputs.append(final.tokens)
     return RunTotals.of(stats, outputs)
@@ -100,13 +101,13 @@ def round_workload(work: Workload, round_no: int) -> Workload:
 def bench_command(args: argparse.Namespace) -> int:
     from spectui.engine.generator import load_generator
     from spectui.session import memory
-    from spectui.session.options import models_from_args
+    from spectui.session.options import models_from_args, models_label
 
     choice = models_from_args(args)
     plan = memory.plan_run(choice.target, choice.drafter, args.ctx, args.n_gpu_layers)
     for warning in plan.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    label = f"{choice.target.name} + {choice.drafter.draft.name}" if choice.drafter.draft else choice.target.name
+        print(f"warning: {safe_text.line(warning)}", file=sys.stderr)
+    label = models_label(choice.target, choice.drafter.draft)
     meter = machine.LoadMeter()
     threads = args.threads or machine.default_threads(meter.sample())
     print(f"loading {label} ({threads} thread{'s' if threads > 1 else ''}) ...", file=sys.stderr)
@@ -115,7 +116,7 @@ def bench_command(args: argparse.Namespace) -> int:
                          tensor_split=args.tensor_split)
     try:
         for note in gen.notes:
-            print(f"note: {note}", file=sys.stderr)
+            print(f"note: {safe_text.line(note)}", file=sys.stderr)
         meter.others()
         rows = run_bench(gen, args, choice, threads)
         others = meter.others()

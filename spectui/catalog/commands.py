@@ -8,10 +8,11 @@ import sys
 
 from spectui.catalog.pairs import PairStatus
 from spectui.errors import PullError
+from spectui.safe_text import block, line
 
 
 def _note(message: str) -> None:
-    print(f"spectui: {message}", file=sys.stderr, flush=True)
+    print(f"spectui: {line(message)}", file=sys.stderr, flush=True)
 
 
 def pull_command(args: argparse.Namespace) -> int:
@@ -29,7 +30,7 @@ def pull_command(args: argparse.Namespace) -> int:
         pair = pull_pair(args.pair, log=_note)
     else:
         raise PullError("name a pair to pull (see `spectui list`) or pass --target/--draft/--name")
-    print(f"pulled {pair.name}\n  target: {pair.target}\n  {_draft_line(pair.drafter, pair.draft)}")
+    print(block(f"pulled {pair.name}\n  target: {line(pair.target)}\n  {line(_draft_line(pair.drafter, pair.draft))}"))
     print(f"run: spectui chat {pair.name}")
     return 0
 
@@ -59,19 +60,19 @@ def format_table(rows: list[PairStatus]) -> str:
     """
     header = ("PAIR", "PULLED", "SIZE", "K", "DRAFTER", "HYBRID", "DESCRIPTION")
     body = [
-        (r.name, "yes" if r.pulled else "no", _size(r.size_gb), str(r.recommended_k), r.drafter,
-         _hybrid(r), r.description)
+        (line(r.name), "yes" if r.pulled else "no", _size(r.size_gb), str(r.recommended_k), r.drafter,
+         _hybrid(r), line(r.description))
         for r in rows
     ]
     n_padded = len(header) - 1
-    widths = [max(len(line[i]) for line in [header, *body]) for i in range(n_padded)]
+    widths = [max(len(cells[i]) for cells in [header, *body]) for i in range(n_padded)]
     lines = []
     for row, cells in zip([None, *rows], [header, *body], strict=True):
         padded = [c.ljust(w) for c, w in zip(cells[:n_padded], widths, strict=True)]
         lines.append("  ".join([*padded, cells[n_padded]]))
         if row is not None and row.pulled:
-            lines.append(f"    target: {row.target}")
-            lines.append(f"    {_draft_line(row.drafter, row.draft)}")
+            lines.append(f"    target: {line(row.target)}")
+            lines.append(f"    {line(_draft_line(row.drafter, row.draft))}")
     return "\n".join(lines)
 
 
@@ -89,7 +90,7 @@ def list_command(args: argparse.Namespace) -> int:
         from spectui import paths
 
         print(format_table(rows))
-        print(f"\nadd or override pairs in {paths.user_catalog_path()}; pull one: spectui pull PAIR")
+        print(f"\nadd or override pairs in {line(paths.user_catalog_path())}; pull one: spectui pull PAIR")
     return 0
 
 
@@ -97,9 +98,9 @@ def rm_command(args: argparse.Namespace) -> int:
     from spectui.catalog.resolve import remove_pair
 
     deleted = remove_pair(args.pair)
-    print(f"removed {args.pair}")
+    print(f"removed {line(args.pair)}")
     for path in deleted:
-        print(f"  deleted {path}")
+        print(f"  deleted {line(path)}")
     if not deleted:
         print("  (its files are used by other pulled pairs or are your own; nothing deleted)")
     return 0

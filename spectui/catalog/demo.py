@@ -140,7 +140,9 @@ def default() -> DemoRecipe | None:
 
 
 def _stderr(message: str) -> None:
-    print(f"spectui: {message}", file=sys.stderr, flush=True)
+    from spectui.safe_text import line
+
+    print(f"spectui: {line(message)}", file=sys.stderr, flush=True)
 
 
 def ensure_demo_pair(name: str = CHAT.name, log: Log | None = None) -> ResolvedPair:

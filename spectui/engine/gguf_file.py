@@ -32,7 +32,7 @@ def check_readable(path: Path) -> None:
     except OSError as error:
         raise ModelLoadError(f"{path} cannot be read ({error.strerror or error}); check its permissions") from None
     if not magic:
-        raise ModelLoadError(f"{path} is empty (0 bytes); download it again (`spectui pull`)")
+        raise ModelLoadError(f"{path} is empty (0 bytes); {refetch_hint(path)}")
     if magic != GGUF_MAGIC:
         start = f"it is only {len(magic)} bytes long" if len(magic) < 4 else f"it starts with {magic!r}"
         raise ModelLoadError(
@@ -219,13 +219,21 @@ def diagnose(path: Path) -> str:
         return (f"it is GGUF version {version}, and llama.cpp reads versions "
                 f"{' and '.join(map(str, GGUF_VERSIONS))}; get a GGUF made by a current converter")
     if header is None:
-        return "its header is damaged or truncated; download it again (`spectui pull`)"
+        return f"its header is damaged or truncated; {refetch_hint(path)}"
     if actual < header.expected_size:
-        return (f"it is truncated ({actual:,} of {header.expected_size:,} bytes); "
-                "download it again (`spectui pull`)")
+        return f"it is truncated ({actual:,} of {header.expected_size:,} bytes); {refetch_hint(path)}"
     return ("its architecture or tensor types are not supported by the llama.cpp in "
             f"llama-cpp-python {LLAMA_CPP_PYTHON} (the version spectui is pinned to), or the file is "
             "damaged; try another GGUF of the model, or download it again")
+
+
+def refetch_hint(path: Path) -> str:
+    """How to replace a damaged copy of `path`, by the tool that fetched it (`ollama pull NAME` for
+    an Ollama blob, `spectui pull PAIR` for a pulled pair's file): the stores are the catalog's
+    knowledge, asked only when a file is already known to be damaged."""
+    from spectui.catalog.local.origin import refetch_hint as by_origin
+
+    return by_origin(path)
 
 
 def _version(path: Path) -> int | None:

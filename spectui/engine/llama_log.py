@@ -14,6 +14,8 @@ from collections import deque
 
 import llama_cpp
 
+from spectui.safe_text import block
+
 # ggml's enum ggml_log_level today: NONE 0, DEBUG 1, INFO 2, WARN 3, ERROR 4, CONT 5.
 LEVEL_CONT = 5
 
@@ -31,7 +33,7 @@ def _on_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
     message = text.decode("utf-8", errors="replace")
     _lines.append((level, message))
     if _echo:
-        print(message, end="", file=sys.stderr, flush=True)
+        print(block(message), end="", file=sys.stderr, flush=True)  # it quotes GGUF metadata
 
 
 def install() -> None:

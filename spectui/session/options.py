@@ -6,6 +6,7 @@ import argparse
 import secrets
 import sys
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 from spectui.chat.settings import ChatSettings
@@ -84,10 +85,9 @@ class ChatOptions:
             sampling = replace(sampling, seed=secrets.randbelow(MAX_SEED + 1))
         return GenerationConfig(max_tokens=max_tokens, sampling=sampling, baseline_probe=baseline_probe)
 
-    @property
+    @cached_property
     def models_label(self) -> str:
-        draft = self.drafter.draft
-        return f"{self.target.name} + {draft.name}" if draft else self.target.name
+        return models_label(self.target, self.drafter.draft)
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,16 @@ class ModelChoice:
     """The pair's own `rpc` workers from models.toml (`--rpc` wins over them)."""
 
 
+def models_label(target: Path, draft: Path | None) -> str:
+    """`TARGET + DRAFT` as the user knows them: file names, an Ollama model by its Ollama name
+    (its blob's file name is a digest), terminal-safe."""
+    from spectui.catalog.local.origin import display_name
+    from spectui.safe_text import line
+
+    names = [display_name(path) for path in (target, draft) if path is not None]
+    return line(" + ".join(names))
+
+
 def models_from_args(args: argparse.Namespace) -> ModelChoice:
     """Resolve the pair (catalog name, demo pair, or explicit paths) and the drafter asked for.
 
@@ -114,13 +124,14 @@ def models_from_args(args: argparse.Namespace) -> ModelChoice:
     kind = args.drafter or AUTO_KIND
     if args.target:
         from spectui.catalog.local import auto_draft_for, resolve_optional, resolve_reference
+        from spectui.safe_text import line
 
         target, draft = resolve_reference(args.target), resolve_optional(args.draft)
         notice = None
         if draft is None and wants_draft_file(kind):
             # the best compatible model or head on disk, or none when the target drafts with its own heads
             draft, notice = auto_draft_for(target, mtp_supported=mtp_supported(), kind=kind)
-            print(f"spectui: {notice}", file=sys.stderr)
+            print(f"spectui: {line(notice)}", file=sys.stderr)
         choice = ModelChoice("custom", target, DrafterSpec(kind, draft, args.draft_n_gpu_layers), notice=notice)
     else:
         from spectui.catalog import resolve_pair

@@ -16,9 +16,11 @@ from typing import ClassVar
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.notifications import SeverityLevel
 from textual.widgets import Footer, Header, Label, ProgressBar
 from textual.worker import WorkerFailed
 
+from spectui import safe_text
 from spectui.catalog.demo import welcome
 from spectui.chat.conversation import Conversation
 from spectui.chat.safe_store import SafeStore
@@ -163,7 +165,7 @@ class SpectuiApp(Controls, Replies, ChatActions, EngineWorkers, App[int]):
     def set_status(self, text: str, fraction: float | None = None, *, busy: bool = True) -> None:
         self._status = (text, fraction, busy)
         queued = f" · {QUEUED}" if self.queued is not None else ""
-        self.query_one("#status", Label).update(text + queued)
+        self.query_one("#status", Label).update(safe_text.content(text + queued))
         bar = self.query_one("#load-progress", ProgressBar)
         bar.display = busy
         bar.update(total=None if fraction is None else 1.0, progress=fraction or 0.0)
@@ -185,6 +187,13 @@ class SpectuiApp(Controls, Replies, ChatActions, EngineWorkers, App[int]):
     async def note(self, text: str, kind: str = "info") -> None:
         await self.log_view.add(NoteMessage(text, kind))
 
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Every toast, terminal-safe and never read as markup: toasts quote names, paths and
+        errors from outside (a model named `[bold red]x` shows those characters)."""
+        super().notify(safe_text.block(message), title=safe_text.line(title), severity=severity,
+                       timeout=timeout, markup=False)
+
     def store_notice(self, line: str, severity: str) -> None:
         """A line from the chat store (damaged, unsaved, a failed write): toast + full note."""
         self.notify(line, severity="error" if severity == "error" else "warning", timeout=15)
@@ -194,7 +203,7 @@ class SpectuiApp(Controls, Replies, ChatActions, EngineWorkers, App[int]):
     def subtitle(self, options: ChatOptions) -> str:
         """The header's second line: the mode (once known), the models, whether chats are saved."""
         saving = "" if self.store.saving else "chats not saved"
-        return " · ".join(part for part in (self.mode, options.models_label, saving) if part)
+        return safe_text.line(" · ".join(part for part in (self.mode, options.models_label, saving) if part))
 
     def _handle_exception(self, error: Exception) -> None:
         """An unexpected exception (a handler's error, a worker's raise) ends the app with exit

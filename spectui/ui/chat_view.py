@@ -25,6 +25,7 @@ from textual.widgets.markdown import MarkdownStream
 
 from spectui.chat.reasoning import Markers, ReasoningSplitter
 from spectui.engine.events import TARGET
+from spectui.safe_text import block
 from spectui.ui.thinking import ThinkingBlock, pieces_text
 
 ORIGIN_STYLES = {"model": "green", "ngram": "cyan", "suffix": "cyan", "mtp": "magenta", "eagle3": "magenta",
@@ -51,9 +52,15 @@ def leading_blank(text: str) -> int:
     return text.rfind("\n", 0, first) + 1
 
 
+def shown(text: str) -> str:
+    """Text from outside (a reply, a note quoting a name) as the log shows it: terminal-safe
+    (`safe_text.block`); a CR is dropped, as Rich drops it (a model may end lines with CR LF)."""
+    return block(text.replace("\r", ""))
+
+
 class UserMessage(Static):
     def __init__(self, text: str, turn: int | None = None, *, queued: bool = False) -> None:
-        super().__init__(Text(text), classes="user-message")
+        super().__init__(Text(shown(text)), classes="user-message")
         self.text = text
         self.turn = turn
         self.set_queued(queued)
@@ -67,7 +74,7 @@ class NoteMessage(Static):
     """Something the app says in the log (template fallback, errors, stopped replies)."""
 
     def __init__(self, text: str, kind: str = "info") -> None:
-        super().__init__(Text(text), classes=f"note-message {kind}")
+        super().__init__(Text(shown(text)), classes=f"note-message {kind}")
 
 
 class AssistantMessage(Vertical):
@@ -121,9 +128,9 @@ class AssistantMessage(Vertical):
     def compose(self) -> ComposeResult:
         body = self._initial or self.text
         yield self.thinking
-        yield Markdown(body[leading_blank(body):], classes="body")
+        yield Markdown(shown(body[leading_blank(body):]), classes="body")
         yield Static(classes="coloured")
-        yield Static(self._meta, classes="meta")
+        yield Static(Text(shown(self._meta)), classes="meta")
 
     def on_mount(self) -> None:
         if self._streaming:
@@ -157,7 +164,7 @@ class AssistantMessage(Vertical):
                     if self.reasoning_pieces:
                         self.thinking.fold(self.stats.get("thinking_tokens"))
             if fragment:
-                await self._stream.write(fragment)
+                await self._stream.write(shown(fragment))
         if self.colouring:
             self._paint()
 
@@ -179,7 +186,7 @@ class AssistantMessage(Vertical):
 
     def set_meta(self, meta: str) -> None:
         self._meta = meta
-        self.query_one(".meta", Static).update(meta)
+        self.query_one(".meta", Static).update(Text(shown(meta)))
 
     def set_colouring(self, on: bool) -> None:
         self.colouring = on
@@ -193,7 +200,7 @@ class AssistantMessage(Vertical):
         """The reply with accepted draft tokens in green, without its leading blank lines."""
         text = Text()
         for piece, origin in self.pieces:
-            text.append(piece, style=origin_style(origin))
+            text.append(shown(piece), style=origin_style(origin))
         return text[leading_blank(text.plain):]
 
     def _paint(self) -> None:

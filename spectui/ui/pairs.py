@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.command import DiscoveryHit, Hit, Hits, Provider
-from textual.markup import escape
+from textual.content import Content
+from textual.fuzzy import Matcher
 
 from spectui.errors import SpectuiError
+from spectui.safe_text import content, line
 
 if TYPE_CHECKING:
     from spectui.catalog import PairStatus
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
 
 def pair_display(pair: PairStatus) -> Text:
     status = ("pulled", "green") if pair.pulled else ("not pulled: choose to download", "yellow")
-    text = Text(f"pair {pair.name}  ")
+    text = Text(f"pair {line(pair.name)}  ")
     text.append(f"{pair.size_gb:.1f} GB  ", style="dim")
     text.append(status[0], style=status[1])
     return text
@@ -42,7 +44,7 @@ class PairCommands(Provider):
             self.pairs: list[PairStatus] = await asyncio.to_thread(list_pairs)
         except (SpectuiError, OSError) as error:  # a damaged record or catalog: say so, list nothing
             self.pairs = []
-            self.app.notify(str(error), severity="error", markup=False)
+            self.app.notify(str(error), severity="error")
 
     def _command(self, pair: PairStatus) -> Callable[[], None]:
         return partial(self.app.choose_pair, pair.name, pair.pulled)  # type: ignore[attr-defined]
@@ -50,7 +52,7 @@ class PairCommands(Provider):
     async def discover(self) -> Hits:
         for pair in self.pairs:
             yield DiscoveryHit(pair_display(pair), self._command(pair), text=f"pair {pair.name}",
-                               help=escape(pair.description))  # help is markup; a description is text
+                               help=content(pair.description))  # type: ignore[arg-type]  # Content: not markup
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
@@ -58,9 +60,23 @@ class PairCommands(Provider):
             label = f"pair {pair.name}"
             score = matcher.match(label)
             if score > 0:
-                yield Hit(score, matcher.highlight(label), self._command(pair), text=label,
-                          help=f"{pair.size_gb:.1f} GB · {'pulled' if pair.pulled else 'not pulled'}"
-                          f" · {escape(pair.description)}")
+                about = f"{pair.size_gb:.1f} GB · {'pulled' if pair.pulled else 'not pulled'} · {pair.description}"
+                yield Hit(score, highlight(matcher, label), self._command(pair), text=label,
+                          help=content(about))  # type: ignore[arg-type]
+
+
+def highlight(matcher: Matcher, label: str) -> Content:
+    """`matcher.highlight` for a label from outside: Textual's reads the label as markup (a model
+    folder named `[/x]` would break it); this shows it as it reads, terminal-safe."""
+    shown = line(label)
+    plain = content(shown)
+    score, offsets = matcher.fuzzy_search.match(matcher.query, shown)
+    if not score:
+        return plain
+    for offset in offsets:
+        if not shown[offset].isspace():
+            plain = plain.stylize(matcher.match_style, offset, offset + 1)
+    return plain
 
 
 def local_pairings() -> list[Pairing]:
@@ -107,7 +123,8 @@ class LocalPairCommands(Provider):
     async def discover(self) -> Hits:
         for pairing in self.pairings:
             label = local_label(pairing)
-            yield DiscoveryHit(label, self._command(pairing), text=label, help=self._help(pairing))
+            yield DiscoveryHit(content(label), self._command(pairing), text=label,
+                               help=content(self._help(pairing)))  # type: ignore[arg-type]
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
@@ -115,5 +132,5 @@ class LocalPairCommands(Provider):
             label = local_label(pairing)
             score = matcher.match(label)
             if score > 0:
-                yield Hit(score, matcher.highlight(label), self._command(pairing), text=label,
-                          help=self._help(pairing))
+                yield Hit(score, highlight(matcher, label), self._command(pairing), text=label,
+                          help=content(self._help(pairing)))  # type: ignore[arg-type]

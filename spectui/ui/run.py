@@ -46,10 +46,12 @@ def report_exit(app: SpectuiApp) -> int:
     """After the app ended: repeat on stderr what the chat store said (damaged and moved aside,
     unsaved), so it stays on the terminal; an unexpected error is one line naming its log. The
     exit code is Textual's (1 after an unexpected error), never 0 after a crash."""
+    from spectui.safe_text import line as safe_line
+
     for line, _severity in app.store.notices:
-        print(f"spectui: {line}", file=sys.stderr)
+        print(f"spectui: {safe_line(line)}", file=sys.stderr)
     if app.crash_line is not None:
-        print(f"spectui: {app.crash_line}", file=sys.stderr)
+        print(f"spectui: {safe_line(app.crash_line)}", file=sys.stderr)
         return app.return_code or 1
     return app.return_code or 0
 

@@ -13,13 +13,15 @@ from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
 from spectui.chat.store import ChatSummary
+from spectui.safe_text import line
 from spectui.ui.summary import plural
 
 
 def chat_label(chat: ChatSummary) -> str:
     when = chat.updated_at[:16].replace("T", " ")
-    title = chat.title or "(empty chat)"
-    return f"{title}  ·  {chat.pair or '?'}  ·  {plural(chat.n_messages, 'message')}  ·  {when}  ·  chat {chat.id}"
+    title = " ".join(chat.title.split()) or "(empty chat)"
+    messages = plural(chat.n_messages, "message")
+    return line(f"{title}  ·  {chat.pair or '?'}  ·  {messages}  ·  {when}  ·  chat {chat.id}")
 
 
 class ChatsScreen(ModalScreen[int | None]):

@@ -22,6 +22,7 @@ from textual.widgets import Label, Sparkline, Static
 from spectui.engine.config import AUTO, DraftControl
 from spectui.engine.drafters.spec import DrafterInfo
 from spectui.engine.events import CycleStats, GenerationStats
+from spectui.safe_text import line
 from spectui.session.baseline import Baseline
 from spectui.ui.chat_view import ORIGIN_STYLES
 
@@ -227,20 +228,21 @@ class StatsPanel(Vertical):
         grid = Table.grid(padding=(0, 1))
         grid.add_column(style="dim")
         grid.add_column(style="bold")
-        grid.add_row("drafter", state.drafter_label)
-        grid.add_row("K (draft length)", state.k_label)
-        for label, value in figures(state.totals, state.baseline, self.show_timings, state.measuring):
-            grid.add_row(label, value)
+        rows = [("drafter", state.drafter_label), ("K (draft length)", state.k_label),
+                *figures(state.totals, state.baseline, self.show_timings, state.measuring)]
         if (thinking := state.thinking_value(self.show_timings)) is not None:
-            grid.add_row("thinking", thinking)
+            rows.append(("thinking", thinking))
+        for label, value in rows:  # Text, not markup: a drafter's label names its file
+            grid.add_row(Text(label), Text(line(value)))
         self.query_one("#figures", Static).update(grid)
-        self.query_one("#settings-line", Static).update(Text(state.settings_line))
+        self.query_one("#settings-line", Static).update(Text(line(state.settings_line)))
         self.query_one("#accept-spark", Sparkline).data = acceptance_series(state.cycles)
         speeds = speed_series(state.cycles) if self.show_timings else []
         self.query_one("#speed-spark", Sparkline).data = speeds
-        self.query_one("#baseline-note", Static).update(self._baseline_note())
+        self.query_one("#baseline-note", Static).update(Text(line(self._baseline_note())))
         warm = state.warm_note if self.show_timings else PERCENT.sub(HIDDEN, state.warm_note)
-        self.query_one("#panel-notes", Static).update("\n".join([*state.notes, warm]).strip())
+        notes = "\n".join(line(note) for note in [*state.notes, warm]).strip()
+        self.query_one("#panel-notes", Static).update(Text(notes))
 
     def _baseline_note(self) -> str:
         baseline = self.state.baseline

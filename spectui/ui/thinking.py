@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from rich.text import Text
 from textual.widgets import Collapsible, Static
 
+from spectui.safe_text import block
 from spectui.ui.summary import plural
 
 Piece = tuple[str, str]
@@ -27,7 +28,7 @@ class ThinkingBlock(Collapsible):
     """The collapsible reasoning of one reply (hidden while there is none)."""
 
     def __init__(self, text: str = "", *, streaming: bool = False, tokens: int | None = None) -> None:
-        self.body = Static(Text(text.strip()), classes="thinking-text")
+        self.body = Static(Text(block(text.strip().replace("\r", ""))), classes="thinking-text")
         super().__init__(self.body, title=thinking_title(streaming, tokens), collapsed=not streaming,
                          classes="thinking")
         self.display = bool(text.strip())
@@ -54,7 +55,7 @@ def pieces_text(pieces: Iterable[Piece], style: Callable[[str], str] | None = No
     `style` maps an origin to its style."""
     text = Text()
     for piece, origin in pieces:
-        text.append(piece, style=style(origin) if style else "")
+        text.append(block(piece.replace("\r", "")), style=style(origin) if style else "")
     plain = text.plain
     start = len(plain) - len(plain.lstrip())
     end = len(plain.rstrip())

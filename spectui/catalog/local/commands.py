@@ -1,4 +1,8 @@
-"""`spectui list --local` and `spectui pair add NAME --target REF --draft REF`."""
+"""`spectui list --local` and `spectui pair add NAME --target REF --draft REF`.
+
+Names, paths and reasons come from other tools' stores and GGUF headers: every cell and line is
+printed through `spectui.safe_text.line`.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from pathlib import Path
 from spectui.catalog.local.discover import Discovery, LocalModel
 from spectui.catalog.local.pairing import Pairing
 from spectui.errors import CatalogError, IncompatibleDraftError
+from spectui.safe_text import line
 
 
 def _size(size: int) -> str:
@@ -24,8 +29,9 @@ def _params(n: int) -> str:
 
 def model_rows(models: list[LocalModel]) -> str:
     header = ("MODEL", "SOURCE", "ARCH", "PARAMS", "QUANT", "SIZE", "CONTEXT", "MTP")
-    body = [(m.reference, m.source, m.info.arch, _params(m.parameters), m.info.quantization, _size(m.size),
-             str(m.info.context_length or "?"), str(m.info.mtp_layers) if m.info.mtp_layers else "-")
+    body = [tuple(map(line, (m.reference, m.source, m.info.arch, _params(m.parameters), m.info.quantization,
+                             _size(m.size), str(m.info.context_length or "?"),
+                             str(m.info.mtp_layers) if m.info.mtp_layers else "-")))
             for m in models]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
@@ -52,7 +58,7 @@ def pairing_lines(pairing: Pairing) -> list[str]:
         lines.append("  no compatible draft on disk" if smaller else "  no smaller model on disk")
         if pairing.suggestion:
             lines.append(f"  {pairing.suggestion}")
-    return lines
+    return [line(text) for text in lines]
 
 
 def format_local(found: Discovery, pairings: list[Pairing]) -> str:
@@ -65,7 +71,7 @@ def format_local(found: Discovery, pairings: list[Pairing]) -> str:
                 out += pairing_lines(pairing)
     if found.skipped:
         out += ["", f"skipped {len(found.skipped)}:"]
-        out += [f"  {p.where}: {p.reason}" for p in found.skipped]
+        out += [line(f"  {p.where}: {p.reason}") for p in found.skipped]
     return "\n".join(out)
 
 
@@ -89,7 +95,7 @@ def list_local_command(args: argparse.Namespace) -> int:
         }, indent=2))
     else:
         print(format_local(found, pairings))
-        print(f"\nmore folders: local_model_dirs in {paths.settings_path()}; "
+        print(f"\nmore folders: local_model_dirs in {line(paths.settings_path())}; "
               "use one: spectui chat --target REF (the draft is picked automatically)")
     return 0
 
