@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from spectui import safe_text
 from spectui.chat.settings import ChatSettings
 from spectui.chat.store import ChatInfo, ChatStore, StoredMessage
 from spectui.errors import SpectuiError
@@ -104,10 +105,19 @@ def render(chat: ChatExport, fmt: Format) -> str:
     return to_json(chat) if fmt == "json" else to_markdown(chat)
 
 
-def write(text: str, path: Path) -> Path:
-    """Write `text` to `path`; one line when that is impossible."""
+def write(text: str, path: Path, *, force: bool = False) -> Path:
+    """Write `text` to `path`, a new file unless `force` (`-o FILE --force`); one line when that
+    is impossible or `path` exists."""
+    from spectui.user_files import create_new
+
     try:
-        path.write_text(text, encoding="utf-8")
+        if force:
+            path.write_text(text, encoding="utf-8")
+        else:
+            create_new(path, text)
+    except FileExistsError:
+        raise ExportError(f"{path} already exists; add --force to overwrite it, or choose another file with -o") \
+            from None
     except OSError as error:
         reason = error.strerror or str(error)
         raise ExportError(f"cannot write the export to {path} ({reason}): choose another file with -o") from None
@@ -117,6 +127,19 @@ def write(text: str, path: Path) -> Path:
 def default_path(chat_id: int, fmt: Format, directory: Path | None = None) -> Path:
     """`spectui-chat-7.md` in `directory` (default: the current one)."""
     return (directory or Path.cwd()) / f"spectui-chat-{chat_id}.{fmt}"
+
+
+def write_unused(text: str, chat_id: int, fmt: Format, directory: Path | None = None) -> Path:
+    """Write to `default_path`, or to the first free name after it (`spectui-chat-7-2.md`): the
+    app's export key never overwrites a file (chat ids restart with each store)."""
+    from spectui.user_files import write_unused_name
+
+    folder = directory or Path.cwd()
+    try:
+        return write_unused_name(folder, f"spectui-chat-{chat_id}", f".{fmt}", text).resolve()
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise ExportError(f"cannot write the export to {folder} ({reason})") from None
 
 
 # ----- `spectui export` -------------------------------------------------------------------------
@@ -138,10 +161,10 @@ def export_command(args: argparse.Namespace) -> int:
     fmt = args.format or _format_of(args.output)
     text = render(chat, fmt)
     if args.output is None:
-        sys.stdout.write(text)
+        sys.stdout.write(safe_text.block(text) if sys.stdout.isatty() else text)  # a pipe gets it exact
         return 0
-    written = write(text, Path(args.output).expanduser())
-    print(f"spectui: chat {chat.info.id} exported to {written}", file=sys.stderr)
+    written = write(text, Path(args.output).expanduser(), force=args.force)
+    print(f"spectui: chat {chat.info.id} exported to {safe_text.line(written)}", file=sys.stderr)
     return 0
 
 
@@ -172,7 +195,7 @@ def list_chats(store: ChatStore) -> int:
     if not chats:
         raise ExportError(f"no saved chats yet in {saved_chats_path()}")
     for chat in chats:
-        title = " ".join(chat.title.split()) or "(empty chat)"
+        title = safe_text.line(" ".join(chat.title.split())) or "(empty chat)"
         print(f"{chat.id:>5}  {_when(chat.updated_at)}  {plural(chat.n_messages, 'message'):>12}  {title}")
     print("export one: spectui export ID [--format md|json] [-o FILE], or --last", file=sys.stderr)
     return 0

@@ -267,15 +267,17 @@ class ChatActions:
         try:
             text = export.render(export.read_chat(self.store, chat_id), kind)
             try:
-                where = export.write(text, export.default_path(chat_id, kind, self.export_dir))
+                where = export.write_unused(text, chat_id, kind, self.export_dir)
             except SpectuiError:  # the current directory is not writable: spectui's own
                 folder = paths.data_dir() / "exports"
                 folder.mkdir(parents=True, exist_ok=True)
-                where = export.write(text, export.default_path(chat_id, kind, folder))
+                where = export.write_unused(text, chat_id, kind, folder)
         except (SpectuiError, OSError) as error:
             self.notify(f"export failed: {error}", severity="error", timeout=10)
             await self.note(f"export failed: {error}", "error")
             return
-        self.notify(f"chat exported to {where}", timeout=8)
-        await self.note(f"chat exported to {where}")
+        usual = export.default_path(chat_id, kind, where.parent)
+        kept = f" ({usual.name} already exists and was kept)" if where != usual.resolve() else ""
+        self.notify(f"chat exported to {where}{kept}", timeout=8)
+        await self.note(f"chat exported to {where}{kept}")
 
