@@ -175,6 +175,11 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("name", type=argtypes.name, help="the pair's name (then: spectui chat NAME)")
     add.add_argument("--target", type=argtypes.path, required=True, help=MODEL_REF)
     add.add_argument("--draft", type=argtypes.path, required=True, help=MODEL_REF)
+    add.add_argument("--replace", action="store_true",
+                     help="replace a pair of that name (files spectui downloaded for it are kept as NAME-old, "
+                     "so `spectui rm NAME-old` still deletes them)")
+    add.add_argument("--delete-replaced", action="store_true",
+                     help="with --replace: delete the replaced pair's downloads that no other pair uses")
 
     from spectui.worker import add_worker_parser
 

@@ -17,6 +17,7 @@ Only GGUF headers are read, plus the vocabularies for the tokenizer check: no we
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from spectui.engine import gguf_file
@@ -45,6 +46,7 @@ def check_drafter(target: Path, draft: Path | None, drafter: str) -> None:
         return
     if draft is None:
         raise IncompatibleDraftError(f"{target.name} has no draft model; name one or use MTP")
+    check_distinct(target, draft)
     if drafter in ("eagle3", "dflash"):
         check_head(target, draft, drafter)
         return
@@ -63,6 +65,20 @@ def check_head(target: Path, head: Path, drafter: str) -> None:
         raise IncompatibleDraftError(f"{head.name} is not {a_head(drafter)} (architecture {arch!r}); "
                                      f"name the {drafter} GGUF or set the pair's drafter to match")
     check_files(target, head)
+
+
+def check_distinct(target: Path, draft: Path) -> None:
+    """The draft is not the target's own file (the same path, or reached through another
+    reference, a link or a hard link): a model drafting for itself only adds work."""
+    try:
+        same = os.path.samefile(target, draft)
+    except (OSError, ValueError):
+        same = target.absolute() == draft.absolute()
+    if same:
+        raise IncompatibleDraftError(
+            f"the target and the draft are the same file ({target}); a model cannot speed itself up: "
+            "name a smaller model of the same family as the draft"
+        )
 
 
 def _int(metadata: Metadata, key: str) -> int:

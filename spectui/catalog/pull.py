@@ -183,5 +183,7 @@ def _check_and_record(name: str, pulled: record.PulledPair, *, log: Log | None) 
     except SpectuiError as error:
         raise PullError(f"pair {name} was not marked pulled: {error}") from None
     pulled.pulled_at = record.now()
-    record.add_pair(name, pulled)
+    replaced = record.add_pair(name, pulled)
+    if replaced is not None and replaced.kept_as is not None and log:
+        log(replaced.describe())
     return resolved_from_record(name, pulled)

@@ -2,6 +2,13 @@
 
 Writes are read-modify-write under a file lock and land atomically (temp file + `os.replace`),
 so two pulls finishing at once both end up recorded and a crash never leaves half a file.
+
+No download is ever orphaned. A file spectui downloaded (`owned`) stays owned by some recorded
+pair as long as one uses it: when its pair leaves the record (`remove_pair`, or replaced by
+`add_pair`), the other pairs that use the file own it from then on (`_hand_over`), so the last one
+removed deletes it. When a pair is recorded over another of the same name, the downloads no
+other pair uses stay recorded under the old pair, kept as `NAME-old` (then `NAME-old-2`, ...),
+so `spectui rm NAME-old` still deletes them (`add_pair` returns what became of them).
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -156,11 +164,78 @@ def update_record(change: Callable[[PulledRecord], None], path: Path | None = No
     return record
 
 
-def add_pair(name: str, pair: PulledPair) -> None:
+@dataclass(frozen=True)
+class Replaced:
+    """What became of a pair that `add_pair` recorded another over."""
+
+    name: str
+    kept_as: str | None
+    """The name the old pair is kept under, when it held downloads no pair uses any more."""
+    files: tuple[PulledFile, ...]
+    """Those downloads (spectui's own files, `owned`), now only in `kept_as`."""
+
+    def describe(self) -> str:
+        """One line: what became of the replaced pair's files."""
+        if self.kept_as is None:
+            return f"replaced pair {self.name} (it held no download that is not used by another pair)"
+        size = sum(f.size for f in self.files) / 1e9
+        return (f"replaced pair {self.name}; its {len(self.files)} downloaded file(s) ({size:.1f} GB) are kept as "
+                f"pair {self.kept_as}: `spectui rm {self.kept_as}` deletes them")
+
+
+class PairExists(CatalogError):
+    """`add_pair` without `replace` found the name taken."""
+
+
+def add_pair(name: str, pair: PulledPair, *, replace: bool = True) -> Replaced | None:
+    """Record `pair` as `name`; with `replace` False a recorded `name` is refused (`PairExists`).
+
+    Returns None when `name` was new, else what became of the pair it replaces: downloads that
+    only it used are kept, the old pair renamed (`Replaced.kept_as`), never forgotten.
+    """
+    replaced: list[Replaced] = []
+
     def change(record: PulledRecord) -> None:
+        old = record.pairs.get(name)
+        if old is not None and not replace:
+            raise PairExists(f"pair {name} already exists; add --replace to replace it, or pick another name")
         record.pairs[name] = pair
+        if old is None:
+            return
+        orphans = _hand_over(old.files(), record)
+        kept = _unused_name(f"{name}-old", record) if orphans else None
+        if kept is not None:
+            record.pairs[kept] = old.model_copy(update={
+                "adhoc": True, "description": f"replaced {name} on {now()[:10]}: {old.description}".strip()})
+        replaced.append(Replaced(name, kept, orphans))
 
     update_record(change)
+    return replaced[0] if replaced else None
+
+
+def _hand_over(leaving: list[PulledFile], record: PulledRecord) -> tuple[PulledFile, ...]:
+    """The owned files among `leaving` (the files of a pair leaving the record): each one another
+    recorded pair uses is owned by that pair from now on; the ones no pair uses are returned."""
+    unused = []
+    for file in leaving:
+        if not file.owned:
+            continue
+        key = Path(file.path).resolve()
+        users = [other for pair in record.pairs.values() for other in pair.files()
+                 if Path(other.path).resolve() == key and other is not file]
+        for other in users:
+            other.owned = True
+        if not users:
+            unused.append(file)
+    return tuple(unused)
+
+
+def _unused_name(base: str, record: PulledRecord) -> str:
+    for n in range(1, len(record.pairs) + 2):
+        name = base if n == 1 else f"{base}-{n}"
+        if name not in record.pairs:
+            return name
+    raise AssertionError("unreachable: more names tried than pairs recorded")
 
 
 def remove_pair(name: str) -> PulledPair | None:
@@ -170,6 +245,7 @@ def remove_pair(name: str) -> PulledPair | None:
     def change(record: PulledRecord) -> None:
         pair = record.pairs.pop(name, None)
         if pair is not None:
+            _hand_over(pair.files(), record)
             removed.append(pair)
 
     update_record(change)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from spectui.catalog.local.discover import Discovery, LocalModel
 from spectui.catalog.local.pairing import Pairing
+from spectui.catalog.record import Replaced
 from spectui.errors import CatalogError, IncompatibleDraftError
 from spectui.safe_text import line
 
@@ -100,8 +102,24 @@ def list_local_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_local_pair(name: str, target_ref: str, draft_ref: str) -> tuple[Path, Path]:
-    """Record a pair of files already on disk under `name` (never owned: `rm` deletes nothing)."""
+@dataclass(frozen=True)
+class LocalPair:
+    """What `pair add` recorded, and what became of a pair it replaced."""
+
+    target: Path
+    draft: Path
+    replaced: Replaced | None = None
+    deleted: tuple[Path, ...] = ()
+    """Files of the replaced pair deleted on request (`--delete-replaced`)."""
+
+
+def add_local_pair(name: str, target_ref: str, draft_ref: str, *, replace: bool = False,
+                   delete_replaced: bool = False) -> LocalPair:
+    """Record a pair of files already on disk under `name` (never owned: `rm` deletes nothing).
+
+    A recorded `name` is replaced only with `replace`; the downloads of the pair it replaces are
+    kept under another name (`record.add_pair`), or deleted with `delete_replaced`.
+    """
     from spectui.catalog import record
     from spectui.catalog.checks import check_drafter
     from spectui.catalog.loader import load_catalog
@@ -111,8 +129,13 @@ def add_local_pair(name: str, target_ref: str, draft_ref: str) -> tuple[Path, Pa
 
     if not PAIR_NAME.match(name):
         raise CatalogError(f"pair name {name!r} must be lower case letters, digits, '.', '_', '-'")
+    if delete_replaced and not replace:
+        raise CatalogError("--delete-replaced goes with --replace (it deletes the replaced pair's downloads)")
     if name in load_catalog():
         raise CatalogError(f"{name} is a catalog pair; pick another name (see `spectui list`)")
+    if not replace and name in record.read_record().pairs:
+        raise CatalogError(f"pair {name} already exists (see `spectui list`); add --replace to replace it, "
+                           "or pick another name")
     models = []
     for ref in (target_ref, draft_ref):
         first = resolve_reference(ref).absolute()
@@ -121,17 +144,32 @@ def add_local_pair(name: str, target_ref: str, draft_ref: str) -> tuple[Path, Pa
     target, draft = Path(models[0][0].path), Path(models[1][0].path)
     drafter = drafter_of(draft)
     try:
-        check_drafter(target, draft, drafter)
+        check_drafter(target, draft, drafter)  # the same file as target and draft included
     except IncompatibleDraftError as error:
         raise IncompatibleDraftError(f"pair {name} was not saved: {error}") from None
     pair = record.PulledPair(target=models[0], draft=models[1], adhoc=True, pulled_at=record.now(),
                              description=f"local pair: {target_ref} + {draft_ref}", drafter=drafter)
-    record.add_pair(name, pair)
-    return target, draft
+    replaced = record.add_pair(name, pair, replace=replace)
+    deleted: tuple[Path, ...] = ()
+    if replaced is not None and replaced.kept_as is not None and delete_replaced:
+        from spectui.catalog.resolve import remove_pair
+
+        deleted = tuple(remove_pair(replaced.kept_as))
+    return LocalPair(target, draft, replaced, deleted)
 
 
 def pair_command(args: argparse.Namespace) -> int:
-    target, draft = add_local_pair(args.name, args.target, args.draft)
-    print(f"saved pair {args.name}\n  target: {target}\n  draft:  {draft}")
-    print(f"run: spectui chat {args.name}   (spectui rm {args.name} forgets it and deletes no file)")
+    added = add_local_pair(args.name, args.target, args.draft, replace=args.replace,
+                           delete_replaced=args.delete_replaced)
+    print(line(f"saved pair {args.name}"))
+    print(line(f"  target: {added.target}"))
+    print(line(f"  draft:  {added.draft}"))
+    if (replaced := added.replaced) is not None:
+        if added.deleted:
+            print(line(f"replaced pair {args.name}; deleted its downloads no other pair uses:"))
+            for path in added.deleted:
+                print(line(f"  deleted {path}"))
+        else:
+            print(line(replaced.describe()))
+    print(line(f"run: spectui chat {args.name}   (spectui rm {args.name} forgets it and deletes no file)"))
     return 0
