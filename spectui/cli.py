@@ -11,6 +11,7 @@ line that names the log file holding its traceback (`spectui.crashlog`).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -58,7 +59,7 @@ def parse_tensor_split(value: str) -> list[float]:
         shares = [float(part) for part in value.split(",") if part.strip()]
     except ValueError:
         shares = []
-    if not shares or any(share < 0 for share in shares) or sum(shares) <= 0:
+    if not shares or not all(math.isfinite(share) and share >= 0 for share in shares) or sum(shares) <= 0:
         raise argparse.ArgumentTypeError(f"needs non-negative shares such as 3,1, not {value!r}")
     return shares
 

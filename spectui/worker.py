@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO
 
+from spectui import argtypes, limits
 from spectui.errors import RpcError
 
 WARNING = """
@@ -40,12 +41,30 @@ or let only the chat machine in, e.g.  sudo ufw allow from CHAT-MACHINE-IP to an
 
 def add_worker_parser(sub: argparse._SubParsersAction) -> None:
     worker = sub.add_parser("worker", help="lend this machine to another spectui's target (llama.cpp RPC)")
-    worker.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on (default 127.0.0.1; anything else is reachable by others)")
-    worker.add_argument("--port", type=int, default=50052, help="port to listen on (default 50052)")
-    worker.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
-    worker.add_argument("--cache", default=None, metavar="DIR",
-                        help="keep received weights in DIR so the next load skips sending them")
+    worker.add_argument("--host", type=parse_host, default="127.0.0.1",
+                        help="IPv4 address or host name to listen on (default 127.0.0.1; anything else is "
+                        "reachable by others); llama.cpp's RPC server listens on IPv4 only")
+    worker.add_argument("--port", type=argtypes.int_range(1, 65535), default=50052,
+                        help="port to listen on, 1..65535 (default 50052)")
+    worker.add_argument("--threads", type=argtypes.threads, default=None,
+                        help=f"CPU threads, 1..{limits.MAX_THREADS} (default: all cores)")
+    worker.add_argument("--cache", type=argtypes.path, default=None, metavar="DIR",
+                        help="keep received weights in folder DIR (created if missing) so the next load "
+                        "skips sending them")
+
+
+def parse_host(value: str) -> str:
+    """An IPv4 address or a host name: llama.cpp's server binds an `AF_INET` socket to
+    `inet_addr(host)` (ggml/src/ggml-rpc/transport.cpp, `socket_t::create_server`), so an IPv6
+    address cannot be served; an empty one would mean every interface (`0.0.0.0`) unasked."""
+    host = value.strip()
+    if not host:
+        raise argparse.ArgumentTypeError("must be an IPv4 address or a host name, e.g. 127.0.0.1, not ''")
+    if ":" in host or host.startswith("["):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is an IPv6 address, and llama.cpp's RPC server listens on IPv4 only; use 127.0.0.1 "
+            "(this machine), or 0.0.0.0 (every IPv4 interface, reachable by others)")
+    return host
 
 
 def worker_command(args: argparse.Namespace) -> int:
@@ -55,8 +74,7 @@ def worker_command(args: argparse.Namespace) -> int:
     rpc.require_rpc()
     host = _ipv4(args.host)
     _check_port_free(host, args.port)
-    if args.cache:
-        os.makedirs(args.cache, exist_ok=True)
+    cache = _cache_folder(args.cache) if args.cache else None
     if host != "127.0.0.1":
         print(WARNING.format(host=host, port=args.port), file=sys.stderr)
     devices = ", ".join(text for _, text in rpc.worker_devices())
@@ -66,7 +84,7 @@ def worker_command(args: argparse.Namespace) -> int:
     threads = args.threads or os.cpu_count() or 1
     failed: list[BaseException] = []
     server = threading.Thread(target=_serve_blocking_sigint, name="rpc-server", daemon=True,
-                              args=(host, args.port, threads, args.cache, failed))
+                              args=(host, args.port, threads, cache, failed))
     server.start()
     try:
         while server.is_alive():
@@ -94,7 +112,24 @@ def _ipv4(host: str) -> str:
     try:
         return socket.gethostbyname(host)
     except OSError:
-        raise RpcError(f"--host {host!r} is not an address of this machine; use e.g. 127.0.0.1 or 0.0.0.0") from None
+        raise RpcError(f"worker --host {host!r}: no IPv4 address by that name here; use e.g. 127.0.0.1 "
+                       "or 0.0.0.0") from None
+
+
+def _cache_folder(folder: str) -> str:
+    """`--cache DIR` as a folder this user can write (created if missing)."""
+    path = os.path.expanduser(folder)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise RpcError(f"worker --cache {folder}: that is a file, not a folder; give a folder for the received "
+                       "weights (it is created if missing)")
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as error:
+        raise RpcError(f"worker --cache {folder}: cannot write there ({error.strerror or error}); give another "
+                       "folder") from None
+    return path
 
 
 def _check_port_free(host: str, port: int) -> None:

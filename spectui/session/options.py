@@ -121,6 +121,7 @@ def models_from_args(args: argparse.Namespace) -> ModelChoice:
     """
     if args.draft and not args.target:
         raise SpectuiError("--draft needs --target too (or name a pair)")
+    check_tensor_split(args)
     kind = args.drafter or AUTO_KIND
     if args.target:
         from spectui.catalog.local import auto_draft_for, resolve_optional, resolve_reference
@@ -141,6 +142,17 @@ def models_from_args(args: argparse.Namespace) -> ModelChoice:
         choice = ModelChoice(pair.name, pair.target, spec, pair.recommended_k, rpc=pair_rpc(pair.name))
     check_spec(choice.drafter)
     return choice
+
+
+def check_tensor_split(args: argparse.Namespace) -> None:
+    """`--tensor-split` shares the target between RPC workers (then this machine's GPUs): without
+    `--rpc`, or a pair whose models.toml entry names workers, there is nothing to split over."""
+    if not getattr(args, "tensor_split", None) or args.rpc:
+        return
+    if args.target or not args.pair or not pair_rpc(args.pair):
+        raise SpectuiError("--tensor-split shares the target between --rpc workers; without --rpc (or a pair "
+                           "with rpc workers) there is nothing to split over: add --rpc HOST:PORT[,...] or drop "
+                           "--tensor-split")
 
 
 def for_pair(options: ChatOptions, name: str, target: Path, draft: Path | None, kind: str,
