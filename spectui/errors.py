@@ -9,7 +9,16 @@ from __future__ import annotations
 
 
 class SpectuiError(Exception):
-    """An error the user can act on; its message is one line ending in what to do."""
+    """An error the user can act on; its message is one line ending in what to do.
+
+    `str()` gives that line terminal-safe (`spectui.safe_text.line`): a message quoting a name or
+    a path from outside stays one line, its control characters shown escaped, wherever it is shown.
+    """
+
+    def __str__(self) -> str:
+        from spectui.safe_text import line
+
+        return line(super().__str__())
 
 
 class ModelLoadError(SpectuiError):

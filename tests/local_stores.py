@@ -79,6 +79,21 @@ def ollama_model(store: Path, parts: tuple[str, str, str, str], source: Path | N
     manifest.write_text(text)
 
 
+def manifest_text(digest: object) -> str:
+    """A manifest whose model layer names `digest` (any JSON value: hostile ones included)."""
+    layers = [{"mediaType": "application/vnd.ollama.image.template", "digest": "sha256:" + "1" * 64, "size": 9},
+              {"mediaType": MODEL_LAYER, "digest": digest, "size": 1}]
+    return json.dumps({"schemaVersion": 2, "layers": layers})
+
+
+def hf_link(layout: Layout, filename: str, target: str | Path) -> Path:
+    """A file in the cached repo owner/tiny-GGUF's snapshot: a link to `target` (as given)."""
+    link = layout.hub / "models--owner--tiny-GGUF" / "snapshots" / COMMIT / filename
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target)
+    return link
+
+
 def store_layout(root: Path, files: Files) -> Layout:
     layout = Layout(root, root / "ollama", root / "home", root / "hub", root / "extra", files)
     lib = ("registry.ollama.ai", "library")
