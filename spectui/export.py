@@ -58,10 +58,12 @@ def to_markdown(chat: ChatExport) -> str:
 
 
 def _facts(info: ChatInfo) -> list[str]:
+    from spectui.catalog.local.origin import display_name  # an Ollama blob by its Ollama name
+
     facts = [f"chat {info.id}, started {_when(info.created_at)}, last changed {_when(info.updated_at)}"]
     models = info.models
     if info.pair or models:
-        files = " + ".join(Path(str(p)).name for p in (models.get("target"), models.get("draft")) if p)
+        files = " + ".join(display_name(Path(str(p))) for p in (models.get("target"), models.get("draft")) if p)
         facts.append(f"pair {info.pair or '?'}" + (f" ({files})" if files else ""))
     if info.mode:
         facts.append(f"mode: {info.mode}")

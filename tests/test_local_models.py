@@ -351,5 +351,8 @@ async def test_the_in_app_picker_lists_a_local_model_with_its_draft_and_loads_th
         await ready(pilot)
         assert app.options.target == stores.blob(stores.files.target)
         assert app.options.drafter.draft == stores.blob(stores.files.draft)
+        # titled by their Ollama names, not their blobs' sha256-... file names
+        assert "tiny:7b + someone/tinier:q8" in app.sub_title and "sha256" not in app.sub_title
+        assert "draft model someone/tinier:q8" in app.panel.state.drafter_label
         await send(pilot, "Hello from Ollama's store")
         assert app.finishes[-1].finished.text

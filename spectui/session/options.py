@@ -89,6 +89,21 @@ class ChatOptions:
     def models_label(self) -> str:
         return models_label(self.target, self.drafter.draft)
 
+    @cached_property
+    def known_names(self) -> dict[str, str]:
+        """File name -> the name the user knows the model by, where they differ (an Ollama blob,
+        `sha256-…`, is its Ollama name): the engine's labels name files."""
+        from spectui.catalog.local.origin import display_name
+
+        paths = [path for path in (self.target, self.drafter.draft) if path is not None]
+        return {path.name: name for path in paths if (name := display_name(path)) != path.name}
+
+    def renamed(self, label: str) -> str:
+        """`label` (e.g. "draft model sha256-…") with each model file named as the user knows it."""
+        for file_name, name in self.known_names.items():
+            label = label.replace(file_name, name)
+        return label
+
 
 @dataclass(frozen=True)
 class ModelChoice:
@@ -110,8 +125,7 @@ def models_label(target: Path, draft: Path | None) -> str:
     from spectui.catalog.local.origin import display_name
     from spectui.safe_text import line
 
-    names = [display_name(path) for path in (target, draft) if path is not None]
-    return line(" + ".join(names))
+    return line(" + ".join(display_name(path) for path in (target, draft) if path is not None))
 
 
 def models_from_args(args: argparse.Namespace) -> ModelChoice:

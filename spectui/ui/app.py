@@ -181,7 +181,7 @@ class SpectuiApp(Controls, Replies, ChatActions, EngineWorkers, App[int]):
     def refresh_k(self) -> None:
         state = self.panel.state
         state.k_label = describe_k(self.draft_control, self.drafters, self.last_cycle_k)
-        state.drafter_label = describe_drafter(self.draft_control, self.drafters)
+        state.drafter_label = self.options.renamed(describe_drafter(self.draft_control, self.drafters))
         self.panel.show()
 
     async def note(self, text: str, kind: str = "info") -> None:
@@ -235,8 +235,9 @@ class SpectuiApp(Controls, Replies, ChatActions, EngineWorkers, App[int]):
         self.set_status(message.label + "…", message.fraction)
 
     async def on_load_warning(self, message: LoadWarning) -> None:
-        self.notify(message.text, severity="warning", timeout=12)
-        await self.note(message.text, "warning")
+        text = self.options.renamed(message.text)
+        self.notify(text, severity="warning", timeout=12)
+        await self.note(text, "warning")
 
     async def on_models_loaded(self, message: ModelsLoaded) -> None:
         self.drafters = message.drafters
@@ -249,7 +250,7 @@ class SpectuiApp(Controls, Replies, ChatActions, EngineWorkers, App[int]):
         draft = generator.drafters.get("model") if generator is not None else None
         self.draft_same_model = draft is not None and same_model(generator.target, draft.model)
         self.refresh_k()
-        for note in message.drafters.notes:
+        for note in map(self.options.renamed, message.drafters.notes):
             self.notify(note, severity="warning", timeout=12)
             await self.note(note, "warning")
         if message.mode == "plain-chat":

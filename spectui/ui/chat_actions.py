@@ -70,7 +70,9 @@ def recorded_options(options: ChatOptions, pair: str, models: dict[str, Any]) ->
     draft_path = Path(str(models["draft"])) if models.get("draft") else None
     files = [target_path, *([draft_path] if draft_path else [])]
     if (missing := next((f for f in files if not f.is_file()), None)) is not None:
-        named = " + ".join(f.name for f in files)
+        from spectui.session.options import models_label
+
+        named = models_label(target_path, draft_path)
         return None, unavailable(named, f"{missing} is not there any more", options)
     spec = DrafterSpec(kind, draft_path, options.drafter.draft_n_gpu_layers)
     return replace(options, pair_name=CUSTOM, target=target_path, drafter=spec, rpc=options.rpc_named), ""

@@ -95,4 +95,8 @@ def with_recorded_models(args: argparse.Namespace) -> tuple[argparse.Namespace, 
         named = argparse.Namespace(**{**vars(args), "target": target, "draft": draft, "drafter": drafter})
     else:
         return args, None
-    return named, f"resumed with the models this chat was recorded with ({Path(str(target or name)).name})"
+    if target:
+        from spectui.session.options import models_label
+
+        return named, f"resumed with the models this chat was recorded with ({models_label(Path(target), None)})"
+    return named, f"resumed with the models this chat was recorded with ({name})"
