@@ -110,7 +110,7 @@ def test_pair_add_refuses_an_existing_name_without_replace(stores: Layout, capsy
     assert resolve_pair("mine").draft == stores.blob(stores.files.draft)  # unchanged
     assert main(["pair", "add", "mine", "--target", "ollama:tiny", "--draft", hf, "--replace"]) == 0
     out = capsys.readouterr().out
-    assert "replaced pair mine (it held no download that is not used by another pair)" in out
+    assert "replaced pair mine; it held no download that only it used" in out
     assert resolve_pair("mine").draft.name == "tiny-draft-q.gguf"
     assert main(["pair", "add", "x", "--target", "ollama:tiny", "--draft", hf, "--delete-replaced"]) == 1
     assert "--delete-replaced goes with --replace" in one_error_line(capsys.readouterr().err)

@@ -177,7 +177,7 @@ class Replaced:
     def describe(self) -> str:
         """One line: what became of the replaced pair's files."""
         if self.kept_as is None:
-            return f"replaced pair {self.name} (it held no download that is not used by another pair)"
+            return f"replaced pair {self.name}; it held no download that only it used"
         size = sum(f.size for f in self.files) / 1e9
         return (f"replaced pair {self.name}; its {len(self.files)} downloaded file(s) ({size:.1f} GB) are kept as "
                 f"pair {self.kept_as}: `spectui rm {self.kept_as}` deletes them")

@@ -123,7 +123,9 @@ def read_footprint(path: Path) -> Footprint:
         layers = raw(f"{arch}.target_layers")
         width = number(f"{arch}.target_hidden_size") or n_embd
         taps = (len(layers) if isinstance(layers, list) else 0) * width * TAP_ROWS * F32
-    return Footprint(path.name, weights_bytes(path), n_layer, per_token, state, snapshots, arch, taps)
+    from spectui.catalog.local.origin import display_name  # an Ollama blob by its Ollama name
+
+    return Footprint(display_name(path), weights_bytes(path), n_layer, per_token, state, snapshots, arch, taps)
 
 
 def mem_available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:

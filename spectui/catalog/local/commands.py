@@ -159,11 +159,14 @@ def add_local_pair(name: str, target_ref: str, draft_ref: str, *, replace: bool 
 
 
 def pair_command(args: argparse.Namespace) -> int:
+    from spectui.catalog.local.origin import display_name
+
     added = add_local_pair(args.name, args.target, args.draft, replace=args.replace,
                            delete_replaced=args.delete_replaced)
     print(line(f"saved pair {args.name}"))
-    print(line(f"  target: {added.target}"))
-    print(line(f"  draft:  {added.draft}"))
+    for role, path in (("target:", added.target), ("draft: ", added.draft)):
+        name = display_name(path)
+        print(line(f"  {role} {path}" if name == path.name else f"  {role} {name} ({path})"))
     if (replaced := added.replaced) is not None:
         if added.deleted:
             print(line(f"replaced pair {args.name}; deleted its downloads no other pair uses:"))

@@ -67,7 +67,10 @@ def describe(found: Found, index: LocalIndex) -> LocalModel | Problem:
     except OSError as error:
         return Problem(found.reference, f"cannot be read ({error.strerror})")
     if entry.info is None:
-        return Problem(found.reference, "not a readable GGUF (its header is damaged or truncated)")
+        from spectui.catalog.local.origin import refetch_hint
+
+        return Problem(found.reference, "not a readable GGUF (its header is damaged or truncated); "
+                       f"{refetch_hint(found.path)}")
     reason = skip_reason(entry.info)
     if reason is not None:
         return Problem(found.reference, reason)
