@@ -327,3 +327,9 @@ def test_errors_from_outside_stay_one_terminal_safe_line(stores: Layout, capsys)
     error = SpectuiError("a\x1bb")
     assert str(error) == "a\\x1bb" and error.args == ("a\x1bb",)  # shown escaped, kept as given
     assert os.environ["OLLAMA_MODELS"] == str(stores.ollama)
+
+
+@pytest.mark.parametrize("spec", ["owner/repo:/etc/x.gguf", "owner/repo:../x.gguf", "owner/repo:a//x.gguf"])
+def test_an_ad_hoc_pull_names_only_files_inside_the_repo(spec: str, spectui_home: Path, capsys) -> None:
+    assert main(["pull", "--target", spec, "--draft", "owner/repo:d.gguf", "--name", "p"]) == 1
+    assert "is neither an existing file nor REPO:FILE" in one_error_line(capsys.readouterr().err)

@@ -92,8 +92,10 @@ def _adhoc_spec(spec: str, role: str) -> Path | list[RemoteFile]:
     local = Path(spec).expanduser()
     if local.exists():
         return local
+    from spectui.catalog.local.confine import relative_parts
+
     repo, sep, filename = spec.partition(":")
-    if not sep or not REPO_ID.match(repo) or not filename.endswith(".gguf"):
+    if not sep or not REPO_ID.match(repo) or not filename.endswith(".gguf") or relative_parts(filename) is None:
         raise PullError(
             f"--{role} {spec!r} is neither an existing file nor REPO:FILE "
             "(e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF:qwen2.5-0.5b-instruct-q8_0.gguf)"
