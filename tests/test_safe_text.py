@@ -287,3 +287,20 @@ def test_a_pulled_pair_with_a_hostile_name_lists_escaped(spectui_home: Path, tin
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert no_controls(out, keep="\n") and SHOWN in out and f"{MARKUP}{SHOWN}" in out
+
+
+@run_async
+async def test_a_settings_error_quoting_what_was_typed_is_text(tiny_pair, spectui_home: Path) -> None:
+    from textual.widgets import Input
+
+    from spectui.ui.settings_screen import SettingsScreen
+
+    app = RecordingApp(options(tiny_pair))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: isinstance(app.screen, SettingsScreen), "the settings screen")
+        app.screen.query_one("#temperature", Input).value = f"{MARKUP}\x1b"
+        await pilot.press("ctrl+s")
+        error = str(app.screen.query_one("#settings-error", Label).content)
+        assert error == f"temperature: must be a number from 0 (greedy) to 100, not '{MARKUP}\\x1b'"

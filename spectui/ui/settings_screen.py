@@ -23,6 +23,7 @@ from spectui import argtypes
 from spectui.chat.reasoning import ThinkingSwitch
 from spectui.chat.settings import EFFORTS, ChatSettings
 from spectui.engine.config import RecommendedSampling
+from spectui.safe_text import content
 
 MODES = (("chat: the model's chat template", "chat"), ("completion: continue the text", "completion"))
 THINKING = (("on: think before answering", True), ("off: answer at once", False))
@@ -147,7 +148,8 @@ class SettingsScreen(ModalScreen[SettingsResult | None]):
             try:
                 values[field.key] = field.parse(text)
             except argparse.ArgumentTypeError as error:
-                self.query_one("#settings-error", Label).update(f"{field.label}: {error}")
+                # Content: the error quotes what was typed, which is text, not markup ("[/x]")
+                self.query_one("#settings-error", Label).update(content(f"{field.label}: {error}"))
                 box.focus()
                 return
         if self.switch == "enable_thinking":
