@@ -4,20 +4,22 @@ A bare `spectui` opens the chat app. Heavy modules (llama.cpp, Textual, huggingf
 imported inside each command, so `spectui --help` and `spectui list` start instantly.
 Every option is checked where it is parsed (`spectui.argtypes`, bounds in `spectui.limits`).
 Nothing reaches the user as a traceback: a bad option, a `SpectuiError`, or a file or disk
-problem is one line on stderr with exit code 2 or 1; anything else is a bug, reported as one
-line that names the log file holding its traceback (`spectui.crashlog`).
+problem is one line on stderr with the exit code `spectui.faults` gives it (2 for a request that
+cannot be carried out as given, 1 for a fault, 128 + N for signal N); anything else is a bug,
+reported as one line that names the log file holding its traceback (`spectui.crashlog`).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from spectui import __version__, argtypes, limits
+from spectui import __version__, argtypes, faults, limits
 from spectui.errors import SpectuiError
 
 Command = Callable[[argparse.Namespace], int]
@@ -251,9 +253,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return code
     except SpectuiError as error:
-        return _fail(str(error))
+        fault = faults.of_error(error)
+        return _fail(fault.line, fault.exit_code)
     except KeyboardInterrupt:
-        return _fail("interrupted", 130)
+        fault = faults.interrupted(signal.SIGINT)
+        return _fail(fault.line, fault.exit_code)
     except BrokenPipeError:  # `spectui list | head -1`: the reader has all it wanted
         from spectui.crashlog import quiet_broken_pipe
 

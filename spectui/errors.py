@@ -70,8 +70,37 @@ class RpcError(SpectuiError):
 
 
 class WorkerLostError(RpcError):
-    """A worker stopped answering while it held part of the target; the model must be loaded again."""
+    """A worker stopped answering while it held part of the target; the model must be loaded again.
+
+    `what` says which worker and how it was lost; `spectui.faults` adds what to do where it is
+    shown (a command, the chat app)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}: start the worker again, then load the pair again")
+        self.what = what
+
+
+class ModelFileError(ModelLoadError):
+    """A loaded model's file was truncated or rewritten on disk: the weights llama.cpp reads from
+    it (memory-mapped) are no longer the ones loaded, so nothing more may be generated with it."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}: put the file back, then load the pair again")
+        self.what = what
+
+
+class CannotMeasure(SpectuiError):
+    """`spectui bench` was asked for something it cannot measure with these models or options
+    (a drafter they cannot run, a prompt longer than the context, speculation off against off)."""
 
 
 class StorageError(SpectuiError):
     """A directory spectui must write to cannot be written (read-only, full, a file in the way)."""
+
+
+class Interrupted(SpectuiError):
+    """The user or the system asked the command to stop (Ctrl+C, SIGTERM, a closed terminal)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by signal {signum}")
+        self.signum = signum

@@ -11,6 +11,13 @@ throttled CPU drifts by tens of percent over minutes, and interleaving keeps tha
 ratio. When sampling (T > 0), round i samples with seed + i - 1 (the same seed for the baseline and
 every K of that round): the text sampled decides much of a K's acceptance, and one seed for every
 round compared each K on one text only.
+
+A fault is never a result. What bench cannot measure is refused before anything runs
+(`bench.refusals`: speculation off against off, a drafter the models cannot run, a prompt that
+does not fit the context). A run cut by a fault (a worker lost, a model file changed, Ctrl+C)
+ends the command with one line and a non-zero exit, and `--json` prints an error object
+(`spectui.faults.Fault.as_json`) instead of rows. The load and the runs happen on a worker
+thread so that the main thread can answer signals (`spectui.signals.run_guarded`).
 """
 
 from __future__ import annotations
@@ -18,15 +25,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 
-from spectui import safe_text
+from spectui import faults, safe_text, signals
+from spectui.bench import refusals
 from spectui.bench.report import BenchRow, RunInfo, RunTotals, format_table, make_row, warnings
 from spectui.engine.config import AUTO, LLAMA_CPP_SAMPLING, DraftControl, DraftLength, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished
 from spectui.engine.generator import Generator
-from spectui.errors import SpectuiError
+from spectui.errors import LoadCancelled, SpectuiError
 from spectui.session import machine
 from spectui.session.options import ModelChoice
 
@@ -47,6 +56,8 @@ class Workload:
     config: GenerationConfig
     drafter: str | None
     """The drafter kind to use (None: the generator's default)."""
+    cancelled: Callable[[], bool] = lambda: False
+    """True once the user stopped the benchmark (the run ends at its next cycle)."""
 
 
 def workload(gen: Generator, texts: Sequence[str], config: GenerationConfig, drafter: str | None) -> Workload:
@@ -59,14 +70,16 @@ def workload(gen: Generator, texts: Sequence[str], config: GenerationConfig, dra
 
 
 def run_all(gen: Generator, work: Workload, k: DraftLength, config: GenerationConfig | None = None) -> RunTotals:
+    """Every prompt once at this K. A run a fault cut raises it: its figures are not results."""
     stats, outputs = [], []
-    for i, prompt in enumerate(work.prompts):
+    for prompt in work.prompts:
         gen.reset()  # every run reads its prompt from scratch: same work for each K
         control = DraftControl(k, drafter=work.drafter)
-        events = gen.generate(prompt, config or work.config, control)
+        events = gen.generate(prompt, config or work.config, control, cancelled=work.cancelled)
         final = next(e for e in events if isinstance(e, Finished))
-        if final.reason == "context":
-            print(f"  prompt {i + 1}: {safe_text.line(final.message)}", file=sys.stderr)
+        faults.raise_for(final)
+        if final.reason == "cancelled":
+            raise LoadCancelled("the benchmark was stopped")
         stats.append(final.stats)
         outputs.append(final.tokens)
     return RunTotals.of(stats, outputs)
@@ -75,7 +88,7 @@ def run_all(gen: Generator, work: Workload, k: DraftLength, config: GenerationCo
 def measure(gen: Generator, work: Workload, ks: list[DraftLength], repeat: int) -> dict[DraftLength, tuple]:
     """Interleaved rounds: baseline, then every K; returns K -> (baselines, speculative runs)."""
     warm = GenerationConfig(max_tokens=WARM_UP_TOKENS, stop=work.config.stop, sampling=work.config.sampling)
-    run_all(gen, Workload(work.prompts[:1], warm, work.drafter), AUTO)  # first touch of every model
+    run_all(gen, replace(work, prompts=work.prompts[:1], config=warm), AUTO)  # first touch of every model
     bases: list[RunTotals] = []
     specs: dict[DraftLength, list[RunTotals]] = {k: [] for k in ks}
     for round_no in range(1, repeat + 1):
@@ -99,6 +112,32 @@ def round_workload(work: Workload, round_no: int) -> Workload:
 
 
 def bench_command(args: argparse.Namespace) -> int:
+    try:
+        refusals.before_load(args)
+        rows = signals.run_guarded(lambda stop: load_and_measure(args, stop),
+                                   on_fatal=lambda: print_error(args, faults.bus_fault()))
+    except SpectuiError as error:
+        print_error(args, faults.of_error(error))
+        raise
+    for warning in warnings(rows):
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.json:
+        for row in rows:
+            print(json.dumps(asdict(row)), flush=True)
+    else:
+        print(format_table(rows))
+    return 0
+
+
+def print_error(args: argparse.Namespace, fault: faults.Fault) -> None:
+    """With --json, the error object on stdout where the rows would have been (the one line goes
+    to stderr as for every command)."""
+    if args.json:
+        print(json.dumps(fault.as_json()), flush=True)
+
+
+def load_and_measure(args: argparse.Namespace, stop: threading.Event) -> list[BenchRow]:
+    """Load the models, check what can be measured, measure (on the worker thread)."""
     from spectui.engine.generator import load_generator
     from spectui.session import memory
     from spectui.session.options import models_from_args, models_label
@@ -113,38 +152,33 @@ def bench_command(args: argparse.Namespace) -> int:
     print(f"loading {label} ({threads} thread{'s' if threads > 1 else ''}) ...", file=sys.stderr)
     gen = load_generator(choice.target, plan.apply(choice.drafter), n_ctx=args.ctx,
                          n_gpu_layers=plan.n_gpu_layers, n_threads=threads, rpc=args.rpc or choice.rpc,
-                         tensor_split=args.tensor_split)
+                         tensor_split=args.tensor_split, progress=lambda _fraction: not stop.is_set())
     try:
         for note in gen.notes:
             print(f"note: {safe_text.line(note)}", file=sys.stderr)
         meter.others()
-        rows = run_bench(gen, args, choice, threads)
+        rows = run_bench(gen, args, choice, threads, stop.is_set)
         others = meter.others()
         rows = [replace(row, others_cores=None if others is None else round(others, 2)) for row in rows]
+        for name in gen.removed_files():
+            print(f"warning: {name} was removed from disk while bench ran; the figures are from the copy "
+                  "loaded before, and the next run will not find it", file=sys.stderr)
     finally:
         gen.close()
-    for warning in warnings(rows):
-        print(f"warning: {warning}", file=sys.stderr)
-    if args.json:
-        for row in rows:
-            print(json.dumps(asdict(row)), flush=True)
-    else:
-        print(format_table(rows))
-    return 0
+    return rows
 
 
-def run_bench(gen: Generator, args: argparse.Namespace, choice: ModelChoice, threads: int) -> list[BenchRow]:
-    if not gen.can_speculate:
-        reason = gen.notes[0] if gen.notes else "no drafter runs with these models"
-        raise SpectuiError(f"nothing to compare with the baseline: {reason}; pass --draft PATH or pick a pair "
-                           "with a draft model")
+def run_bench(gen: Generator, args: argparse.Namespace, choice: ModelChoice, threads: int,
+              cancelled: Callable[[], bool] = lambda: False) -> list[BenchRow]:
+    refusals.after_load(gen, choice.drafter.kind)
     ks: list[DraftLength] = args.draft_length or [AUTO]
     config = GenerationConfig(
         max_tokens=args.max_tokens or DEFAULT_MAX_TOKENS,
         sampling=bench_sampling(args),
     )
     kind = None if choice.drafter.kind == "auto" else choice.drafter.kind
-    work = workload(gen, args.prompt or DEFAULT_PROMPTS, config, kind)
+    work = replace(workload(gen, args.prompt or DEFAULT_PROMPTS, config, kind), cancelled=cancelled)
+    refusals.prompts_fit(work.prompts, config.max_tokens, gen.target.n_ctx)
     info = RunInfo(choice.target, choice.drafter.draft, kind or gen.default_kind, gen.label(kind),
                    devices(gen), threads=threads, target_arch=gen.target.arch, rollback=gen.target.rollback)
     results = measure(gen, work, ks, args.repeat)

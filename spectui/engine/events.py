@@ -5,9 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from spectui.errors import SpectuiError
 from spectui.limits import MAX_LOOKUP_DRAFT
 
-StopReason = Literal["eos", "stop", "length", "context", "cancelled", "worker"]
+StopReason = Literal["eos", "stop", "length", "context", "cancelled", "worker", "file"]
+"""Why a reply ended. The last three are faults (`spectui.faults` names each in one line):
+`context` the context filled up, `worker` an RPC worker stopped answering, `file` a model file was
+truncated or rewritten on disk while loaded. The reply up to the fault is kept."""
+FAULT_REASONS: frozenset[str] = frozenset({"context", "worker", "file"})
 
 
 TARGET = "target"
@@ -154,7 +159,14 @@ class Finished:
     tokens: tuple[int, ...]
     text: str
     message: str = ""
-    """For reason == 'context' or 'worker' (an RPC worker died): what happened and what to do."""
+    """For a fault (reason `context`, `worker`, `file`): what happened and what to do."""
+    error: SpectuiError | None = None
+    """For a fault: the error that ended the reply (`spectui.faults.of_finished` reads it)."""
+
+    @property
+    def fault(self) -> bool:
+        """The reply was cut by a fault, not ended by the model, a limit or the user."""
+        return self.reason in FAULT_REASONS
 
 
 Event = TextPiece | Progress | Finished

@@ -29,7 +29,7 @@ from spectui.engine.rpc import RpcCluster
 from spectui.engine.rpc import connect as connect_rpc
 from spectui.engine.speculative import pick, speculative_step
 from spectui.engine.textstream import TextStream
-from spectui.errors import ContextFullError, WorkerLostError
+from spectui.errors import ContextFullError, ModelFileError, SpectuiError, WorkerLostError
 
 
 class Generator:
@@ -107,6 +107,35 @@ class Generator:
             drafter.close()
         self.target.close()
 
+    def models(self) -> list[LlamaModel]:
+        """Every model loaded for this generator: the target, then the drafters' (a draft model,
+        an MTP assistant)."""
+        found = [self.target]
+        for drafter in self.drafters.values():
+            for name in ("model", "sidecar"):
+                model = getattr(drafter, name, None)
+                if isinstance(model, LlamaModel) and model not in found:
+                    found.append(model)
+        return found
+
+    def check_files(self) -> None:
+        """Raise `ModelFileError` when a model's file was truncated or rewritten since it was
+        loaded (its weights are read from that file): one fstat per model."""
+        for model in self.models():
+            model.check_file()
+
+    def check_health(self) -> None:
+        """Before a reply: a model file that changed, a worker whose connection closed while idle
+        (`ModelFileError`, `WorkerLostError`). Only while no decode runs."""
+        self.check_files()
+        if self.target.rpc is not None:
+            self.target.rpc.poll()
+
+    def removed_files(self) -> list[str]:
+        """Names of loaded models whose file is no longer at its path (removed, or replaced by
+        another): this generator keeps working on the loaded copy; loading again will not."""
+        return [model.path.name for model in self.models() if model.file is not None and model.file.removed()]
+
     def generate(
         self,
         prompt: Sequence[int],
@@ -120,9 +149,11 @@ class Generator:
         try:
             yield from reply.run(list(prompt), control, cancelled)
         except ContextFullError as error:
-            yield from reply.finish("context", str(error))
+            yield from reply.finish("context", str(error), error)
         except WorkerLostError as error:
-            yield from reply.finish("worker", f"{error} (the reply so far is kept)")
+            yield from reply.finish("worker", f"{error} (the reply so far is kept)", error)
+        except ModelFileError as error:
+            yield from reply.finish("file", f"{error} (the reply so far is kept)", error)
 
 
 class _Reply:
@@ -146,6 +177,7 @@ class _Reply:
             raise ValueError("the prompt is empty")
         if len(prompt) >= self.target.n_ctx:
             raise ContextFullError.of(self.target.n_ctx)
+        self.generator.check_health()
         first = self._prefill(prompt, self.generator.drafter(control.drafter))
         context = [*prompt, first]
         pieces, reason, emitted = self._accept([first], drafted=0, source=TARGET)
@@ -157,6 +189,7 @@ class _Reply:
                 break
             if self.target.room() < 1:
                 raise ContextFullError.of(self.target.n_ctx)
+            self.generator.check_files()  # before llama.cpp reads weights a truncation took away
             probe = self.stats.probe_tokens < self.config.baseline_probe
             drafter, budget = self._plan(control, probe)
             step = speculative_step(self.target, drafter, context, budget, self.cfg, self.rng)
@@ -222,10 +255,10 @@ class _Reply:
             self.stats.round_trips = delta.round_trips
             self.stats.network_wait_seconds = delta.wait_seconds
 
-    def finish(self, reason: StopReason, message: str = "") -> Iterator[Event]:
+    def finish(self, reason: StopReason, message: str = "", error: SpectuiError | None = None) -> Iterator[Event]:
         self._count_traffic()
         yield from self.stream.flush()
-        yield Finished(reason, self.stats.snapshot(), tuple(self.tokens), self.stream.text, message)
+        yield Finished(reason, self.stats.snapshot(), tuple(self.tokens), self.stream.text, message, error)
 
 
 def load_generator(

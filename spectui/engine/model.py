@@ -24,10 +24,11 @@ import numpy as np
 
 from spectui.engine import gguf_file, llama_log
 from spectui.engine.config import MAX_DRAFT
+from spectui.engine.loaded_file import LoadedFile
 from spectui.engine.recurrent import RollbackKind, rollback_kind
 from spectui.engine.rewind import Rewinder
 from spectui.engine.vocab import ModelVocabulary
-from spectui.errors import ContextFullError, LoadCancelled, ModelLoadError
+from spectui.errors import ContextFullError, LoadCancelled, ModelFileError, ModelLoadError
 from spectui.limits import MAX_LOOKUP_DRAFT
 
 if TYPE_CHECKING:
@@ -76,6 +77,8 @@ class LlamaModel(ModelVocabulary):
         """Drafters that follow every decode of this model (MTP heads read its hidden states)."""
         self.mtp_loaded = False
         """Whether its MTP (nextn) layers were loaded (`load(..., load_mtp=True)`)."""
+        self.file: LoadedFile | None = None
+        """The file as it was loaded (None for a vocabulary-only load): `check_file` asks it."""
         self._model = model
         self._vocab = llama_cpp.llama_model_get_vocab(model)
         self.n_vocab: int = llama_cpp.llama_vocab_n_tokens(self._vocab)
@@ -141,8 +144,11 @@ class LlamaModel(ModelVocabulary):
         if progress is not None:
             keep_alive = _progress_callback(progress, cancelled)
             params.progress_callback = keep_alive
+        watch = None if vocab_only else _watch(file)
         model = llama_cpp.llama_model_load_from_file(str(file).encode(), params)
         del keep_alive
+        if not model and watch is not None:
+            watch.close()
         if not model and rpc is not None:
             rpc.check()
         if not model and cancelled:
@@ -154,9 +160,12 @@ class LlamaModel(ModelVocabulary):
             loaded = cls(file, model, 0 if vocab_only else n_ctx, threads, min(n_batch, n_ctx), n_gpu_layers,
                          rollback_depth)
         except ModelLoadError:
+            if watch is not None:
+                watch.close()
             if rpc is not None:
                 rpc.check()
             raise
+        loaded.file = watch
         loaded.rpc = rpc
         loaded.mtp_loaded = load_mtp
         if rpc is not None and rpc.lost:  # a worker died while the weights were on their way
@@ -195,6 +204,15 @@ class LlamaModel(ModelVocabulary):
             self._model = None
         if self.rpc is not None:
             self.rpc.close()
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+    def check_file(self) -> None:
+        """Raise `ModelFileError` when the file was truncated or rewritten since it was loaded
+        (one fstat: cheap enough before every cycle)."""
+        if self.file is not None and (what := self.file.changed()) is not None:
+            raise ModelFileError(what)
 
     def __enter__(self) -> LlamaModel:
         return self
@@ -378,6 +396,15 @@ class LlamaModel(ModelVocabulary):
         self._rewinder.after_decode(n)
         for listener in self.decode_listeners:
             listener(base, tokens)
+
+
+def _watch(file: Path) -> LoadedFile | None:
+    """The file's identity before llama.cpp maps it (None when it cannot be opened: llama.cpp's
+    own load then says why)."""
+    try:
+        return LoadedFile(file)
+    except OSError:
+        return None
 
 
 def _progress_callback(report: ProgressCallback, cancelled: list[bool]) -> llama_cpp.llama_progress_callback:

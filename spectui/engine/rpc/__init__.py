@@ -168,7 +168,14 @@ class RpcCluster:
         """Raise `WorkerLostError` once any worker stopped answering."""
         for relay in self._relays:
             if relay.lost is not None:
-                raise WorkerLostError(f"{relay.lost}: start the worker again, then load the pair again")
+                raise WorkerLostError(relay.lost)
+
+    def poll(self) -> None:
+        """Between replies: notice a worker whose connection closed while nothing was asked of it
+        (killed, restarted), then `check`. Call only while no decode runs."""
+        for relay in self._relays:
+            relay.poll()
+        self.check()
 
     @property
     def lost(self) -> str | None:

@@ -15,6 +15,7 @@ llama.cpp connects to the relay instead of the worker; the relay forwards every 
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import struct
 import threading
@@ -88,6 +89,7 @@ class Relay:
         self._traffic = Traffic()
         self._lost: str | None = None
         self._buffers: dict[int, dict[int, int]] = {}
+        self._sessions: set[_Session] = set()
         self._listener = _listen_on_new_port()
         self.address = Endpoint("127.0.0.1", self._listener.getsockname()[1])
         self._closed = False
@@ -106,6 +108,18 @@ class Relay:
         """Bytes of buffers llama.cpp holds on the worker now (weights, KV cache, compute)."""
         with self._lock:
             return sum(sum(buffers.values()) for buffers in self._buffers.values())
+
+    def poll(self) -> None:
+        """Note the worker as lost when a connection to it has closed or failed while idle.
+
+        Between commands a worker sends nothing, so an upstream socket that reads as ready holds
+        either an end of file (the worker process ended: a restarted worker is a new process that
+        holds none of our buffers) or an error. Call only while no command is in flight."""
+        with self._lock:
+            sessions = [s for s in self._sessions if s.upstream is not None]
+        for session in sessions:
+            if (reason := session.idle_fault()) is not None:
+                self.lose(reason)
 
     def close(self) -> None:
         """Stop accepting; connections end when llama.cpp closes them (after the model is freed)."""
@@ -158,11 +172,15 @@ class Relay:
     def _serve(self, client: socket.socket) -> None:
         client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         session = _Session(self, client, self._connect_upstream())
+        with self._lock:
+            self._sessions.add(session)
         try:
             session.run()
         except OSError:
             pass  # llama.cpp closed its end mid-message: nothing is waiting for this session
         finally:
+            with self._lock:
+                self._sessions.discard(session)
             session.close()
             self.end_session(id(session))
 
@@ -260,6 +278,22 @@ class _Session:
         self.client.close()
         if self.upstream is not None:
             self.upstream.close()
+
+    def idle_fault(self) -> str | None:
+        """Why the idle upstream connection is gone (closed, reset), or None while it is open."""
+        sock = self.upstream
+        if sock is None or self.upstream_in is None or self.upstream_in.buf:
+            return None
+        try:
+            ready, _, _ = select.select([sock], [], [], 0)
+            if not ready:
+                return None
+            data = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return None
+        except (OSError, ValueError) as error:
+            return f"its connection failed: {getattr(error, 'strerror', None) or error}"
+        return "it closed the connection" if not data else None
 
     def _stream(self, size: int) -> bool:
         """Forward a large payload chunk by chunk after its header; False if llama.cpp closed."""

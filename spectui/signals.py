@@ -1,0 +1,136 @@
+"""Signals a command must answer without losing work or leaving a hung process behind.
+
+* SIGINT (Ctrl+C), SIGTERM, SIGHUP: a headless command stops the work under way at the next cycle
+  and says `interrupted` in one line, with exit code 128 + the signal (`spectui.faults`); it never
+  prints figures from the run it cut. The chat app saves the reply in progress first
+  (`spectui.ui.quitting`).
+* SIGBUS: llama.cpp reads weights through a memory map of the model file; a file truncated in
+  place while loaded (see `spectui.engine.loaded_file`) raises SIGBUS in the thread that reads a
+  lost page. Left alone the process dies with "Bus error" (and a terminal in raw mode). Python's
+  handler for it only sets a flag, so the faulting thread faults again and again and never
+  returns; but the *main* thread runs the Python-level handler at its next bytecode, which names
+  the file in one line and ends the process (`os._exit`: nothing can unwind the faulting thread).
+  That needs every llama.cpp call off the main thread: the main thread only waits
+  (`run_guarded`), or runs the app's event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import TypeVar
+
+from spectui.errors import Interrupted
+
+T = TypeVar("T")
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+WAIT_STEP = 0.2
+"""Seconds between the main thread's checks while the work runs (it wakes at once on a signal)."""
+STOP_GRACE = 30.0
+"""Seconds a stopped run may take to reach the end of its cycle before the process ends anyway."""
+
+
+def bus_fault_line() -> str:
+    """The one line for a SIGBUS: which loaded file changed, and what to do."""
+    from spectui.engine.loaded_file import first_change
+
+    what = first_change() or "a model file changed on disk while llama.cpp was reading it"
+    return f"{what}: put the file back (or pull the pair again), then load it again"
+
+
+def exit_now(line: str, code: int) -> None:
+    """Say `line` on stderr and end the process at once (C stdio flushed)."""
+    import ctypes
+
+    with contextlib.suppress(Exception):
+        print(f"spectui: {line}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None).fflush(None)
+    os._exit(code)
+
+
+@contextlib.contextmanager
+def on_bus_error(handler: Callable[[], None]) -> Iterator[None]:
+    """While inside: a SIGBUS calls `handler` once, on the main thread (it must end the process;
+    if it returns, the process ends with the bus fault's line)."""
+    fired = threading.Event()
+
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+        if fired.is_set():
+            return  # the faulting thread raises it again and again
+        fired.set()
+        try:
+            handler()
+        finally:
+            exit_now(bus_fault_line(), 1)
+
+    previous = signal.signal(signal.SIGBUS, on_signal)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGBUS, previous if previous is not None else signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def stop_signals_raise() -> Iterator[None]:
+    """While inside: SIGTERM and SIGHUP raise `Interrupted` on the main thread, as Ctrl+C raises
+    KeyboardInterrupt."""
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        raise Interrupted(signum)
+
+    previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+def run_guarded(work: Callable[[threading.Event], T], on_fatal: Callable[[], None] = lambda: None) -> T:
+    """Run `work(stop)` on a worker thread while the main thread watches for signals.
+
+    Ctrl+C, SIGTERM or SIGHUP set `stop` (the work ends at its next check) and raise `Interrupted`
+    once it has; a SIGBUS calls `on_fatal` and ends the process with one line. Whatever `work`
+    raises is raised here; otherwise its result is returned.
+    """
+    stop = threading.Event()
+    outcome: list[tuple[bool, object]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, work(stop)))
+        except BaseException as error:  # handed to the main thread, which raises it
+            outcome.append((False, error))
+
+    thread = threading.Thread(target=run, name="spectui-work", daemon=True)
+    with on_bus_error(on_fatal), stop_signals_raise():
+        thread.start()
+        try:
+            while thread.is_alive():
+                thread.join(WAIT_STEP)
+        except (KeyboardInterrupt, Interrupted) as stopped:
+            signum = stopped.signum if isinstance(stopped, Interrupted) else signal.SIGINT
+            stop.set()
+            _wait_for(thread)
+            raise Interrupted(signum) from None
+    ok, value = outcome[0]
+    if not ok:
+        raise value  # type: ignore[misc]
+    return value  # type: ignore[return-value]
+
+
+def _wait_for(thread: threading.Thread) -> None:
+    """Give a stopped run time to end its cycle; ignore further stop signals meanwhile."""
+    import time
+
+    deadline = time.monotonic() + STOP_GRACE
+    while thread.is_alive() and time.monotonic() < deadline:
+        with contextlib.suppress(KeyboardInterrupt, Interrupted):
+            thread.join(WAIT_STEP)
