@@ -124,8 +124,10 @@ def interrupted(signum: int) -> Fault:
     return Fault("interrupted", f"interrupted ({name})", EXIT_SIGNAL_BASE + signum)
 
 
-def bus_fault() -> Fault:
-    """A SIGBUS while models were loaded: a file llama.cpp maps was cut under it."""
-    from spectui.signals import bus_fault_line
+def bus_fault(surface: Surface = "command") -> Fault:
+    """A SIGBUS while models were loaded: a file llama.cpp maps was cut under it (the one that
+    changed is named, when it can be found)."""
+    from spectui.engine.loaded_file import first_change
 
-    return Fault("model-file", bus_fault_line())
+    what = first_change() or "a model file changed on disk while llama.cpp was reading it"
+    return of_error(ModelFileError(what), surface)

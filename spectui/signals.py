@@ -26,6 +26,7 @@ from types import FrameType
 from typing import TypeVar
 
 from spectui.errors import Interrupted
+from spectui.faults import Fault
 
 T = TypeVar("T")
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -33,14 +34,6 @@ WAIT_STEP = 0.2
 """Seconds between the main thread's checks while the work runs (it wakes at once on a signal)."""
 STOP_GRACE = 30.0
 """Seconds a stopped run may take to reach the end of its cycle before the process ends anyway."""
-
-
-def bus_fault_line() -> str:
-    """The one line for a SIGBUS: which loaded file changed, and what to do."""
-    from spectui.engine.loaded_file import first_change
-
-    what = first_change() or "a model file changed on disk while llama.cpp was reading it"
-    return f"{what}: put the file back (or pull the pair again), then load it again"
 
 
 def exit_now(line: str, code: int) -> None:
@@ -56,19 +49,20 @@ def exit_now(line: str, code: int) -> None:
 
 
 @contextlib.contextmanager
-def on_bus_error(handler: Callable[[], None]) -> Iterator[None]:
-    """While inside: a SIGBUS calls `handler` once, on the main thread (it must end the process;
-    if it returns, the process ends with the bus fault's line)."""
+def on_bus_error(handler: Callable[[], Fault]) -> Iterator[None]:
+    """While inside: a SIGBUS calls `handler` once, on the main thread; it saves what it must and
+    returns the fault, whose line ends the process."""
     fired = threading.Event()
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:
         if fired.is_set():
             return  # the faulting thread raises it again and again
         fired.set()
+        fault = Fault("model-file", "a model file changed on disk while llama.cpp was reading it")
         try:
-            handler()
+            fault = handler()
         finally:
-            exit_now(bus_fault_line(), 1)
+            exit_now(fault.line, fault.exit_code)
 
     previous = signal.signal(signal.SIGBUS, on_signal)
     try:
@@ -93,12 +87,12 @@ def stop_signals_raise() -> Iterator[None]:
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
-def run_guarded(work: Callable[[threading.Event], T], on_fatal: Callable[[], None] = lambda: None) -> T:
+def run_guarded(work: Callable[[threading.Event], T], on_fatal: Callable[[], Fault]) -> T:
     """Run `work(stop)` on a worker thread while the main thread watches for signals.
 
     Ctrl+C, SIGTERM or SIGHUP set `stop` (the work ends at its next check) and raise `Interrupted`
-    once it has; a SIGBUS calls `on_fatal` and ends the process with one line. Whatever `work`
-    raises is raised here; otherwise its result is returned.
+    once it has; a SIGBUS calls `on_fatal` and ends the process with the line of the fault it
+    returns. Whatever `work` raises is raised here; otherwise its result is returned.
     """
     stop = threading.Event()
     outcome: list[tuple[bool, object]] = []

@@ -116,6 +116,7 @@ def bench_command(args: argparse.Namespace) -> int:
         refusals.before_load(args)
         rows = signals.run_guarded(lambda stop: load_and_measure(args, stop),
                                    on_fatal=lambda: print_error(args, faults.bus_fault()))
+
     except SpectuiError as error:
         print_error(args, faults.of_error(error))
         raise
@@ -129,11 +130,12 @@ def bench_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_error(args: argparse.Namespace, fault: faults.Fault) -> None:
+def print_error(args: argparse.Namespace, fault: faults.Fault) -> faults.Fault:
     """With --json, the error object on stdout where the rows would have been (the one line goes
     to stderr as for every command)."""
     if args.json:
         print(json.dumps(fault.as_json()), flush=True)
+    return fault
 
 
 def load_and_measure(args: argparse.Namespace, stop: threading.Event) -> list[BenchRow]:
