@@ -139,7 +139,7 @@ def install(plan: Plan) -> Injector:
     injector = Injector(plan)
     generate = generator_module.Generator.generate
 
-    def generate_with_fault(self, prompt, config, control=None, cancelled=lambda: False):  # noqa: ANN001, ANN202
+    def generate_with_fault(self, prompt, config, control=None, cancelled=lambda: False):
         k = control.effective_k() if control is not None else 0
         return injector.wrap_events(generate(self, prompt, config, control, cancelled), k)
 
@@ -150,7 +150,7 @@ def install(plan: Plan) -> Injector:
     if plan.phase == "load":
         load = LlamaModel.load.__func__  # type: ignore[attr-defined]
 
-        def load_with_fault(cls, path, **kwargs):  # noqa: ANN001, ANN202
+        def load_with_fault(cls, path, **kwargs):
             progress = kwargs.get("progress")
 
             def watching(fraction: float) -> bool | None:

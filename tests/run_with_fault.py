@@ -13,9 +13,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import fault_points  # noqa: E402
+import fault_points
 
-from spectui.cli import main  # noqa: E402
+from spectui.cli import main
 
 if __name__ == "__main__":
     plan = fault_points.Plan.from_env()

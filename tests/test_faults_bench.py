@@ -186,7 +186,7 @@ def test_a_prompt_and_reply_that_exactly_fill_the_context_are_measured(pair, spe
     seen: list[int] = []
     original = refusals.prompts_fit
 
-    def spy(prompts, max_tokens, n_ctx):  # noqa: ANN001, ANN202
+    def spy(prompts, max_tokens, n_ctx):
         seen.extend(len(p) for p in prompts)
         return original(prompts, max_tokens, n_ctx)
 
