@@ -196,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", type=argtypes.path, default=None,
                         help="write to this new file (default: stdout); an existing one only with --force")
     export.add_argument("--force", action="store_true", help="with -o: overwrite the file if it exists")
+    export.add_argument("--repair", action="store_true",
+                        help="a damaged chat store: move it aside and keep what can be read in a fresh one "
+                        "(what the app does when it opens it)")
     return parser
 
 

@@ -6,7 +6,11 @@ stats saved with it. JSON is everything stored: the chat's row (title, pair, set
 models) and every message with its stats and reasoning.
 
 The command reads the store without writing to it (read-only, through the salvage reader, so a
-store from an older version or with a damaged page still exports what can be read).
+store from an older version still exports as it is). A damaged store is never taken for an
+empty one: what can still be read is listed or exported, and one line on stderr says the store
+is damaged, what was read from it, and that `spectui export --repair` does what the app does when
+it opens such a store (moves it aside, keeps what can be read in a fresh one); the exit code is
+1 all the same, since what was read may not be all there was.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from spectui import safe_text
+from spectui.chat.salvage import Salvaged
 from spectui.chat.settings import ChatSettings
 from spectui.chat.store import ChatInfo, ChatStore, StoredMessage
 from spectui.errors import SpectuiError
+from spectui.faults import EXIT_FAULT, StoreDamaged
 from spectui.ui.summary import meta_line, plural
 
 Format = Literal["md", "json"]
@@ -148,12 +154,18 @@ def write_unused(text: str, chat_id: int, fmt: Format, directory: Path | None = 
 
 
 def export_command(args: argparse.Namespace) -> int:
+    if getattr(args, "repair", False):
+        if args.chat_id is not None or args.last or args.output or args.format:
+            raise ExportError("--repair takes no chat id, --last, --format or -o: run it alone, then export")
+        return repair_command()
     if args.chat_id is not None and args.last:
         raise ExportError("give a chat id or --last, not both")
-    store = open_saved_chats()
+    saved = open_saved_chats()
+    store = saved.store
     try:
         if args.chat_id is None and not args.last:
-            return list_chats(store)
+            list_chats(store)
+            return saved.exit_code()
         chat_id = args.chat_id if args.chat_id is not None else store.last_chat_id()
         if chat_id is None:
             raise ExportError(f"no saved chats yet in {saved_chats_path()}")
@@ -164,10 +176,10 @@ def export_command(args: argparse.Namespace) -> int:
     text = render(chat, fmt)
     if args.output is None:
         sys.stdout.write(safe_text.block(text) if sys.stdout.isatty() else text)  # a pipe gets it exact
-        return 0
-    written = write(text, Path(args.output).expanduser(), force=args.force)
-    print(f"spectui: chat {chat.info.id} exported to {safe_text.line(written)}", file=sys.stderr)
-    return 0
+    else:
+        written = write(text, Path(args.output).expanduser(), force=args.force)
+        print(f"spectui: chat {chat.info.id} exported to {safe_text.line(written)}", file=sys.stderr)
+    return saved.exit_code()
 
 
 def _format_of(output: str | None) -> Format:
@@ -180,19 +192,48 @@ def saved_chats_path() -> Path:
     return chats_db_path()
 
 
-def open_saved_chats() -> ChatStore:
-    """Every readable chat, copied into memory from the store file without writing to it."""
-    from spectui.chat.salvage import salvage
+@dataclass
+class SavedChats:
+    """The readable chats of the store, copied into memory, and whether the store is damaged."""
+
+    store: ChatStore
+    path: Path
+    found: Salvaged
+    damage: str | None = None
+    """Why the app would move the store aside (None: it is sound)."""
+
+    def damage_line(self, shown: str) -> str:
+        """One line: the store is damaged, what of it could be read (`shown`: where it went)."""
+        readable = (f"{plural(self.found.chats, 'chat')} ({plural(self.found.messages, 'message')}) can still be "
+                    f"read from it{shown}" if self.found.messages else "no chat can be read from it")
+        return (f"the chat store {self.path} is damaged ({self.damage}); {readable}; `spectui export --repair` "
+                "moves it aside and keeps what can be read in a fresh store, as the app does when it opens")
+
+    def exit_code(self) -> int:
+        """1 after anything read from a damaged store, which says so on stderr (it may not be all)."""
+        if self.damage is None:
+            return 0
+        print(f"spectui: {self.damage_line(' (what is shown above)')}", file=sys.stderr)
+        return EXIT_FAULT
+
+
+def open_saved_chats() -> SavedChats:
+    """Every readable chat, copied into memory from the store file without writing to it; a
+    store with nothing readable that is damaged raises `StoreDamaged` (never "no chats yet")."""
+    from spectui.chat.salvage import damage, salvage
 
     path = saved_chats_path()
     if not path.is_file():
         raise ExportError(f"no saved chats yet ({path} does not exist)")
     store = ChatStore(None)
-    salvage(path, store)
-    return store
+    saved = SavedChats(store, path, salvage(path, store), damage(path))
+    if saved.damage is not None and not saved.found.messages:
+        store.close()
+        raise StoreDamaged(saved.damage_line(""))
+    return saved
 
 
-def list_chats(store: ChatStore) -> int:
+def list_chats(store: ChatStore) -> None:
     chats = store.list_chats(limit=1_000_000)
     if not chats:
         raise ExportError(f"no saved chats yet in {saved_chats_path()}")
@@ -200,4 +241,27 @@ def list_chats(store: ChatStore) -> int:
         title = safe_text.line(" ".join(chat.title.split())) or "(empty chat)"
         print(f"{chat.id:>5}  {_when(chat.updated_at)}  {plural(chat.n_messages, 'message'):>12}  {title}")
     print("export one: spectui export ID [--format md|json] [-o FILE], or --last", file=sys.stderr)
+
+
+def repair_command() -> int:
+    """What the app does to a damaged store when it opens (`SafeStore`): move it aside, keep what
+    can be read in a fresh store. A sound store is left alone."""
+    from spectui.chat.safe_store import SafeStore
+    from spectui.chat.salvage import damage
+
+    path = saved_chats_path()
+    if not path.is_file():
+        print(f"spectui: there is no chat store at {path}: nothing to repair", file=sys.stderr)
+        return 0
+    reason = damage(path)
+    if reason is None:
+        print(f"spectui: the chat store {path} is sound: nothing to repair", file=sys.stderr)
+        return 0
+    store = SafeStore(path)
+    saving = store.saving
+    store.close()
+    said = "; ".join(line for line, _severity in store.notices)
+    if not saving:
+        raise StoreDamaged(f"the chat store {path} is damaged ({reason}) and could not be repaired: {said}")
+    print(f"spectui: {said}", file=sys.stderr)
     return 0

@@ -121,3 +121,81 @@ class _nothing:
 
     def __exit__(self, *exc: object) -> bool:
         return False
+
+
+# ----- a damaged store is reported as damaged, never as empty ----------------------------------
+
+
+def damage_line(err: str) -> str:
+    [line] = [line for line in err.splitlines() if "is damaged" in line]
+    assert line.startswith("spectui: the chat store ") and "Traceback" not in err
+    assert "`spectui export --repair` moves it aside and keeps what can be read in a fresh store" in line
+    return line
+
+
+@pytest.mark.parametrize("argv", [["export"], ["export", "--last"], ["export", "1"]])
+def test_a_garbage_store_is_damaged_not_empty_and_left_as_it_was(spectui_home: Path, capsys, argv) -> None:
+    path = chats_db_path()
+    path.parent.mkdir(parents=True)
+    garbage = os.urandom(5000)
+    path.write_bytes(garbage)
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "no saved chats" not in captured.err
+    line = damage_line(captured.err)
+    assert "is damaged (file is not a database); no chat can be read from it" in line
+    assert captured.err.count("\n") == 1
+    assert path.read_bytes() == garbage
+
+
+def test_a_store_with_a_damaged_page_lists_what_can_be_read_and_says_it_is_damaged(spectui_home: Path,
+                                                                                     capsys) -> None:
+    from test_chat_store_damage import make_store, overwrite_page, page_holding
+
+    path = chats_db_path()
+    path.parent.mkdir(parents=True)
+    chats = make_store(path, n_chats=3, n_messages=30)
+    overwrite_page(path, page_holding(path, b"chat 0 message 12 "))
+    before = path.read_bytes()
+    assert main(["export"]) == 1
+    captured = capsys.readouterr()
+    listed = [line.split()[0] for line in captured.out.splitlines()]
+    assert listed == ["3", "2", "1"]
+    line = damage_line(captured.err)
+    assert "(database disk image is malformed)" in line
+    assert "3 chats (" in line and "messages) can still be read from it (what is shown above)" in line
+    assert main(["export", "3"]) == 1  # a chat the damage did not touch, whole, and the line again
+    captured = capsys.readouterr()
+    assert all(text in captured.out for text in chats[3])
+    damage_line(captured.err)
+    assert path.read_bytes() == before
+
+
+def test_a_truncated_store_is_damaged_and_repair_keeps_what_export_read(spectui_home: Path, capsys) -> None:
+    from test_chat_store_damage import damaged_copies, make_store
+
+    path = chats_db_path()
+    path.parent.mkdir(parents=True)
+    make_store(path, n_chats=4, n_messages=30)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    assert main(["export"]) == 1
+    listed = capsys.readouterr().out.splitlines()
+    assert listed  # the chats in the first half
+    assert main(["export", "--repair"]) == 0
+    repaired = capsys.readouterr().err
+    [aside] = damaged_copies(path.parent)
+    assert f"it was moved to {aside}" in repaired and "recovered from it into a fresh chats.sqlite3" in repaired
+    assert aside.read_bytes() == data[: len(data) // 2]  # kept as it was, never deleted
+    assert main(["export"]) == 0  # a sound store now, holding what export could read before
+    assert capsys.readouterr().out.splitlines() == listed
+    assert main(["export", "--repair"]) == 0
+    assert "is sound: nothing to repair" in capsys.readouterr().err
+    assert damaged_copies(path.parent) == [aside]
+
+
+def test_repair_runs_alone(spectui_home: Path, capsys) -> None:
+    assert main(["export", "--repair", "--last"]) == 1
+    assert "--repair takes no chat id, --last, --format or -o" in capsys.readouterr().err
+    assert main(["export", "--repair"]) == 0
+    assert "there is no chat store at" in capsys.readouterr().err

@@ -81,15 +81,25 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     """Open without writing anything: read-only (with its WAL), else as an immutable file
     (a WAL database in a read-only directory cannot be opened read-only)."""
     uri = path.resolve().as_uri()
+    first: sqlite3.Error | None = None
     for mode in ("mode=ro", "immutable=1"):
         db = sqlite3.connect(f"{uri}?{mode}", uri=True)
         db.text_factory = decode_text
         try:
             db.execute("SELECT count(*) FROM sqlite_master").fetchone()
             return db
-        except sqlite3.Error:
+        except sqlite3.Error as error:
+            first = first or error
             db.close()
-    raise sqlite3.DatabaseError(f"{path} cannot be read at all")
+    raise UnreadableStore(f"{path} cannot be read at all ({first})", first)
+
+
+class UnreadableStore(sqlite3.DatabaseError):
+    """`open_readonly` found nothing SQLite can read; `reason` is SQLite's own word for why."""
+
+    def __init__(self, message: str, cause: sqlite3.Error | None) -> None:
+        super().__init__(message)
+        self.reason = str(cause) if cause is not None else "unreadable"
 
 
 def page_size(header: bytes) -> int:
@@ -136,6 +146,37 @@ def readable(path: Path) -> Iterator[sqlite3.Connection | None]:
         finally:
             if db is not None:
                 db.close()
+
+
+def damage(path: Path) -> str | None:
+    """Why the store at `path` would be moved aside when the app opens it (what `ChatStore.check`
+    and `SafeStore` refuse: not a database, a failed quick check, tables that are not ours), read
+    without writing anything; None for a sound store (an older version or an empty file too)."""
+    try:
+        db = open_readonly(path)
+    except sqlite3.Error as error:
+        return _reason(error)
+    except OSError as error:
+        return error.strerror or str(error)
+    try:
+        result = [row[0] for row in db.execute("PRAGMA quick_check").fetchall()]
+        if result != ["ok"]:
+            return f"integrity check failed: {'; '.join(map(str, result[:3]))}"
+        for table in COLUMNS:
+            found = tuple(row[1] for row in db.execute(f"PRAGMA table_info({table})"))
+            if found and found not in (COLUMNS[table], LEGACY_COLUMNS[table]):
+                return f"table {table} has columns {found}, not {COLUMNS[table]}"
+    except sqlite3.Error as error:
+        return _reason(error)
+    finally:
+        db.close()
+    return None
+
+
+def _reason(error: sqlite3.Error) -> str:
+    """SQLite's words for a file it cannot read ("file is not a database", "database disk image
+    is malformed"), without the path `open_readonly` adds."""
+    return error.reason if isinstance(error, UnreadableStore) else str(error)
 
 
 def salvage(source: Path, into: ChatStore) -> Salvaged:
