@@ -12,6 +12,7 @@ reported as one line that names the log file holding its traceback (`spectui.cra
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import signal
 import sys
@@ -290,5 +291,6 @@ def _fail(line: str, code: int = 1) -> int:
     """The one error line, terminal-safe: it may quote a name or a path from outside."""
     from spectui.safe_text import line as safe_line
 
-    print(f"spectui: {safe_line(line)}", file=sys.stderr, flush=True)
+    with contextlib.suppress(OSError):  # stderr is gone (a closed terminal): the exit code still says it
+        print(f"spectui: {safe_line(line)}", file=sys.stderr, flush=True)
     return code

@@ -91,7 +91,8 @@ def of_error(error: BaseException, surface: Surface = "command") -> Fault:
     if isinstance(error, StoreDamaged):
         return Fault("store-damaged", str(error))
     if isinstance(error, RpcError):
-        return Fault("worker-unreachable", str(error))
+        again = AGAIN["app"] if surface == "app" else ""
+        return Fault("worker-unreachable", f"{error}{again}", reload=surface == "app")
     if isinstance(error, ModelLoadError):
         return Fault("model-file", str(error))
     if isinstance(error, KeyboardInterrupt):

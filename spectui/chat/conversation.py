@@ -241,6 +241,23 @@ class Conversation:
             return False
         return self.store.update_message(self._reply_id, text, complete=False, reasoning=reasoning)
 
+    def save_interrupted(self, text: str, reasoning: str = "", stats: dict[str, Any] | None = None) -> bool:
+        """Write the reply in progress now, as it stands and marked interrupted (`complete` = 0:
+        reopened, it says it was saved before it finished): the app is quitting mid-reply. The
+        reply stays in progress, so a later call (more text arrived) writes it again."""
+        if not self._replying:
+            return False
+        self._reply_text, self._reply_reasoning = text, reasoning
+        self._last_save = time.monotonic()
+        if not self._sync() or self._reply_id is None:
+            return False
+        return self.store.update_message(self._reply_id, text, complete=False, stats=stats, reasoning=reasoning)
+
+    @property
+    def replying(self) -> bool:
+        """A reply is in progress (started, not finished)."""
+        return self._replying
+
     def finish_reply(self, text: str, stats: dict[str, Any], reasoning: str = "") -> None:
         self._replying = False
         self._stats[len(self.messages)] = stats

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from spectui import faults
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished, GenerationStats
 from spectui.session.machine import load_changed
@@ -121,7 +122,7 @@ def calibrate(generator: Generator, prompt: list[int], cancelled: Callable[[], b
         warm = _run(generator, prompt, AUTO_WARM_TOKENS + 1, DraftControl(AUTO), cancelled)
     # +1: the first token comes out of the prompt pass and is not timed as decoding
     finished = _run(generator, prompt, tokens + 1, DraftControl(0, enabled=False), cancelled)
-    if finished is None or finished.reason in ("cancelled", "worker"):
+    if finished is None or finished.reason == "cancelled":
         return Calibration(None)
     baseline = from_finished(finished, "calibration after load", others_load)
     if warm is None:
@@ -137,4 +138,6 @@ def _run(generator: Generator, prompt: list[int], tokens: int, control: DraftCon
     for event in generator.generate(prompt, config, control, cancelled):
         if isinstance(event, Finished):
             finished = event
+    if finished is not None:
+        faults.raise_for(finished)  # a worker lost or a file changed: the load failed, say so
     return finished

@@ -3,7 +3,8 @@
 The app owns the UI state and the loading of models; the workers (`spectui.ui.workers`) own every
 llama.cpp call and report through messages. Its mixins: `controls` (speculation keys, chats),
 `replies` (sending, queueing, editing, regenerating, streaming replies), `chat_actions` (resume,
-settings, thinking, copy, export).
+settings, thinking, copy, export), `lifecycle` (quitting without losing the reply, signals,
+loading the pair again after a fault), `fit` (any terminal size down to 20x6).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from spectui.ui.chat_view import AssistantMessage, ChatLog, Comparison, NoteMess
 from spectui.ui.commands import ChatCommands
 from spectui.ui.controls import Controls
 from spectui.ui.examples import ExampleOpenings
+from spectui.ui.lifecycle import Lifecycle
 from spectui.ui.messages import (
     BaselineMeasured,
     EngineFailed,
@@ -54,7 +56,7 @@ from spectui.ui.workers import EngineWorkers
 QUEUED = "1 message queued (Escape cancels)"
 
 
-class SpectuiApp(Controls, Replies, ChatActions, EngineWorkers, App[int]):
+class SpectuiApp(Lifecycle, Controls, Replies, ChatActions, EngineWorkers, App[int]):
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "spectui"
     COMMANDS = App.COMMANDS | {ChatCommands, PairCommands, LocalPairCommands}
@@ -75,7 +77,8 @@ class SpectuiApp(Controls, Replies, ChatActions, EngineWorkers, App[int]):
         Binding("ctrl+n", "new_chat", "New chat", show=False),
         Binding("ctrl+o", "open_chats", "Chats"),
         Binding("ctrl+p", "command_palette", "Pairs & commands", show=False, priority=True),
-        Binding("ctrl+q", "quit", "Quit"),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+        Binding("ctrl+c", "copy_or_quit", "Quit", show=False, priority=True),
     ]
 
     def __init__(self, options: ChatOptions, store_path: Path | None = None) -> None:
@@ -117,6 +120,13 @@ class SpectuiApp(Controls, Replies, ChatActions, EngineWorkers, App[int]):
         """Where the app writes exports (None: the current directory)."""
         self._status: tuple[str, float | None, bool] = ("", None, True)
         """The status line as last set (text, progress, busy), to add or drop "queued" to it."""
+        self.quitting: int | None = None
+        """The exit code once a quit was asked for (the reply in progress is being saved)."""
+        self.quit_line: str | None = None
+        """What `spectui chat` says when the app ended on a signal."""
+        self.reload_pending = False
+        """A fault left the models unusable: the next message loads them again first."""
+        self.watchdog: threading.Timer | None = None
 
     # ----- layout --------------------------------------------------------------------------
 
@@ -142,13 +152,17 @@ class SpectuiApp(Controls, Replies, ChatActions, EngineWorkers, App[int]):
         self.prompt.focus()
         if self.options.notice:
             await self.note(self.options.notice)
+        self.install_signal_handlers()
         self.start_loading(self.options)
 
     def on_unmount(self) -> None:
+        self.save_streamed()  # whatever ended the app (a crash too): the reply on screen is kept
+        self.remove_signal_handlers()
         self.stop_requested.set()
         self.workers.cancel_all()
         self.session.close(timeout=5.0)
         self.store.close()
+        self.cancel_watchdog()
 
     @property
     def log_view(self) -> ChatLog:
@@ -308,11 +322,13 @@ class SpectuiApp(Controls, Replies, ChatActions, EngineWorkers, App[int]):
     async def on_engine_failed(self, message: EngineFailed) -> None:
         self.notify(message.text, severity="error", timeout=15)
         await self.note(message.text, "error")
+        self.reload_pending = self.reload_pending or message.reload
         if message.during == "load":
             self.load_failed = True
             self.panel.state.measuring = False
             self.panel.show()
-            self.set_status("no model loaded: pick a pair with ctrl+p", busy=False)
+            again = "your next message loads it again, or " if message.reload else ""
+            self.set_status(f"no model loaded: {again}pick a pair with ctrl+p", busy=False)
             await self.cancel_queued("no model could be loaded for the queued message")
         elif message.during == "pull":
             self.set_status("pull failed", busy=False)

@@ -63,6 +63,9 @@ class EngineFailed(Message):
 
     text: str
     during: Literal["load", "reply", "pull", "baseline"]
+    reload: bool = False
+    """Loading the same models again may work once the cause is gone (a worker back, a file
+    restored): the app's next message does it."""
 
 
 @dataclass

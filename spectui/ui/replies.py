@@ -16,6 +16,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from spectui import faults
 from spectui.chat.conversation import Conversation
 from spectui.chat.settings import ChatSettings
 from spectui.chat.template import ChatMessage, PromptStyle
@@ -55,6 +56,10 @@ class Replies:
     last_cycle_k: int | None
     draft_same_model: bool
     after_idle: Callable[[], Awaitable[None]] | None
+    quitting: int | None
+    reload_pending: bool
+    reload_first: Callable[[str], Awaitable[bool]]
+    exit: Callable[..., None]
     queued: UserMessage | None
     editing: int | None
     log_view: ChatLog
@@ -78,6 +83,8 @@ class Replies:
         editing = self.editing
         if self.loading() and editing is None:
             await self.queue(text)
+            return
+        if editing is None and await self.reload_first(text):
             return
         if editing is not None and self.can_generate():
             await self.drop_turns(editing)
@@ -267,9 +274,10 @@ class Replies:
             await self._finish_comparison(finished, stats)
         else:
             await self._finish_reply(finished, stats)
-        if finished.reason in ("context", "worker"):
-            self.notify(finished.message, severity="error", timeout=15)
-            await self.note(finished.message, "error")
+        if (fault := faults.of_finished(finished, "app")) is not None:
+            self.notify(fault.line, severity="error", timeout=15)
+            await self.note(fault.line, "error")
+            self.reload_pending = self.reload_pending or fault.reload
         await self.end_reply()
 
     async def _finish_reply(self, finished: Finished, stats: dict[str, Any]) -> None:
@@ -277,7 +285,11 @@ class Replies:
         if widget is not None:
             await widget.finish(stats, summary.meta_line(stats, self.options.show_timings))
         text = widget.text if widget else finished.text
-        self.conversation.finish_reply(text, stats, widget.reasoning if widget else "")
+        reasoning = widget.reasoning if widget else ""
+        if self.quitting is not None and finished.reason == "cancelled":  # stopped by the quit: kept whole
+            self.conversation.save_interrupted(text, reasoning, {**stats, "reason": "interrupted"})
+        else:
+            self.conversation.finish_reply(text, stats, reasoning)
         state = self.panel.state
         state.totals = finished.stats
         if message_tokens := stats.get("thinking_tokens"):
@@ -308,6 +320,9 @@ class Replies:
             await self.comparison.right.finish({"reason": "error"}, "failed")
         self.busy = None
         self.reply_widget = None
+        if self.quitting is not None:
+            self.exit(return_code=self.quitting)
+            return
         self.ready_status()
         if self.after_idle is not None:
             callback, self.after_idle = self.after_idle, None

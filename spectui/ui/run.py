@@ -35,23 +35,29 @@ def chat_command(args: argparse.Namespace) -> int:
                 options = replace(options_from_args(named), notice=notice)
     if options is None:
         options = options_from_args(args)
+    from spectui import signals
     from spectui.ui.app import SpectuiApp
 
     app = SpectuiApp(options)
-    app.run()
+    with signals.on_bus_error(app.on_bus_error):
+        app.run()
     return report_exit(app)
 
 
 def report_exit(app: SpectuiApp) -> int:
     """After the app ended: repeat on stderr what the chat store said (damaged and moved aside,
     unsaved), so it stays on the terminal; an unexpected error is one line naming its log. The
-    exit code is Textual's (1 after an unexpected error), never 0 after a crash."""
+    exit code is Textual's (1 after an unexpected error), never 0 after a crash, and 128 + N after
+    signal N (the line says the reply in progress was saved). Nothing here may fail on a terminal
+    that is gone (SIGHUP)."""
     from spectui.safe_text import line as safe_line
 
-    for line, _severity in app.store.notices:
-        print(f"spectui: {safe_line(line)}", file=sys.stderr)
+    lines = [line for line, _severity in app.store.notices]
+    lines += [line for line in (app.quit_line, app.crash_line) if line is not None]
+    for line in lines:
+        with contextlib.suppress(OSError):
+            print(f"spectui: {safe_line(line)}", file=sys.stderr)
     if app.crash_line is not None:
-        print(f"spectui: {safe_line(app.crash_line)}", file=sys.stderr)
         return app.return_code or 1
     return app.return_code or 0
 

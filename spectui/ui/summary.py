@@ -12,6 +12,8 @@ REASONS = {
     "length": "cut at --max-tokens",
     "context": "context full",
     "worker": "cut: a worker was lost",
+    "file": "cut: a model file changed on disk",
+    "interrupted": "interrupted (saved as you quit)",
 }
 
 

@@ -19,6 +19,7 @@ from textual.message import Message
 from textual.worker import get_current_worker
 from tqdm import tqdm
 
+from spectui import faults
 from spectui.chat.reasoning import Markers, count_tokens_through, split_text
 from spectui.chat.store import ChatStore
 from spectui.chat.template import ChatMessage, PromptStyle
@@ -183,7 +184,8 @@ class EngineWorkers:
         except LoadCancelled:
             return  # quitting or switching pairs: nothing to report
         except SpectuiError as error:
-            self.post_message(EngineFailed(str(error), "load"))
+            fault = faults.of_error(error, "app")
+            self.post_message(EngineFailed(fault.line, "load", fault.reload))
         except Exception as error:  # a bug, but the UI must not wait forever: say so, log the trace
             self.post_message(EngineFailed(unexpected(error, "loading the models"), "load"))
 
@@ -255,7 +257,8 @@ class EngineWorkers:
                     batcher.add(event)
         except SpectuiError as error:
             batcher.flush()
-            self.post_message(EngineFailed(str(error), "reply"))
+            fault = faults.of_error(error, "app")
+            self.post_message(EngineFailed(fault.line, "reply", fault.reload))
         except Exception as error:  # a bug, but the UI must leave its busy state: say so, log it
             batcher.flush()
             self.post_message(EngineFailed(unexpected(error, "generating the reply"), "reply"))

@@ -1,0 +1,191 @@
+"""Quitting without losing the reply, the signals that quit, and loading the pair again after a
+fault. Mixed into `SpectuiApp`.
+
+- Ctrl+Q, Ctrl+C (when no text is selected: then it copies), SIGTERM, SIGHUP (the terminal was
+  closed) and SIGINT all quit the same way. A reply in progress is stopped at its next cycle and
+  saved whole (every token generated, shown or not yet), marked interrupted: reopened with
+  `--resume` or Ctrl+O it says "interrupted (saved before it finished)". What is on screen is
+  saved at once too, in case the process ends before the reply does. A reply that does not end
+  within `QUIT_WAIT` seconds (a worker that stopped answering) is left as saved, and the app
+  exits; after a signal, a watchdog ends the process if the exit itself hangs (a terminal that
+  is gone). The exit code is 128 + the signal's number.
+- SIGBUS (`spectui.signals`): a model file truncated while llama.cpp reads it. The reply thread
+  can never return, so what is on screen is saved, the terminal is given back, and one line
+  naming the file ends the process with exit code 1.
+- A fault that leaves the loaded models unusable (a worker lost, a model file changed) or a
+  load that failed for want of a worker: the next message loads the pair again first, and is
+  sent once it is loaded (a load that fails again gives the text back to the message box). A
+  worker whose connection closed while the app sat idle is noticed when a message is sent,
+  before the reply starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from spectui import faults
+from spectui.chat.conversation import Conversation
+from spectui.errors import SpectuiError
+from spectui.session.loaded import EngineSession
+from spectui.session.options import ChatOptions
+from spectui.ui.chat_view import AssistantMessage
+from spectui.ui.messages import ReplyPurpose
+from spectui.ui.prompt import PromptInput
+
+QUIT_WAIT = 3.0
+"""Seconds a quit waits for the reply in progress to stop and hand over its last tokens."""
+WATCHDOG = 10.0
+"""Seconds after a quitting signal before the process ends, whatever the app is doing."""
+SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+class Lifecycle:
+    """Mixed into `SpectuiApp` (which provides what is declared here, annotations only)."""
+
+    options: ChatOptions
+    session: EngineSession
+    conversation: Conversation
+    stop_requested: threading.Event
+    busy: ReplyPurpose | None
+    ready: bool
+    load_failed: bool
+    reply_widget: AssistantMessage | None
+    prompt: PromptInput
+    quitting: int | None
+    quit_line: str | None
+    reload_pending: bool
+    watchdog: threading.Timer | None
+    exit: Callable[..., None]
+    notify: Callable[..., None]
+    note: Callable[..., Awaitable[None]]
+    set_status: Callable[..., None]
+    set_timer: Callable[..., Any]
+    queue: Callable[[str], Awaitable[None]]
+    start_loading: Callable[[ChatOptions], None]
+    screen: Any
+    focused: Any
+    copy_to_clipboard: Callable[[str], None]
+    _driver: Any
+
+    # ----- quitting ----------------------------------------------------------------------------
+
+    async def action_quit(self) -> None:
+        """Ctrl+Q: quit, saving the reply in progress first."""
+        self.request_quit()
+
+    def action_copy_or_quit(self) -> None:
+        """Ctrl+C: copy the selected text if there is some (the message box, or the chat),
+        else quit as Ctrl+Q does."""
+        focused = self.focused
+        if focused is not None and getattr(focused, "selected_text", ""):
+            focused.action_copy()
+            return
+        with contextlib.suppress(Exception):
+            if selected := self.screen.get_selected_text():
+                self.copy_to_clipboard(selected)
+                return
+        self.request_quit()
+
+    def request_quit(self, code: int = 0, line: str | None = None) -> None:
+        """Quit once the reply in progress (if any) has stopped and been saved; a second request
+        quits at once."""
+        if line is not None:
+            self.quit_line = line
+        if self.quitting is not None or self.busy is None:
+            self.quitting = code if self.quitting is None else self.quitting
+            self._quit_now()
+            return
+        self.quitting = code
+        self.stop_requested.set()
+        self.save_streamed()
+        self.set_status("stopping the reply, saving it, quitting…", None)
+        self.set_timer(QUIT_WAIT, self._quit_now)
+
+    def _quit_now(self) -> None:
+        self.save_streamed()
+        self.exit(return_code=self.quitting or 0)
+
+    def save_streamed(self) -> bool:
+        """Save the reply in progress as it is on screen, marked interrupted (nothing when no
+        reply is in progress)."""
+        widget = self.reply_widget
+        if self.busy != "reply" or widget is None or not widget.streaming or not self.conversation.replying:
+            return False
+        return self.conversation.save_interrupted(widget.text, widget.reasoning, {"reason": "interrupted"})
+
+    # ----- signals -----------------------------------------------------------------------------
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM, SIGHUP and SIGINT quit as Ctrl+Q does (only where the loop can take them: the
+        main thread)."""
+        loop = asyncio.get_running_loop()
+        for signum in SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(signum, self.on_quit_signal, signum)
+
+    def remove_signal_handlers(self) -> None:
+        with contextlib.suppress(RuntimeError):
+            loop = asyncio.get_running_loop()
+            for signum in SIGNALS:
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.remove_signal_handler(signum)
+
+    def on_quit_signal(self, signum: int) -> None:
+        fault = faults.interrupted(signum)
+        saved = self.busy == "reply" and self.reply_widget is not None
+        line = f"{fault.line}; the reply in progress was saved (spectui chat --resume reopens it)" if saved \
+            else fault.line
+        if self.watchdog is None:
+            self.watchdog = _watchdog(line, fault.exit_code)
+        self.request_quit(fault.exit_code, line)
+
+    def cancel_watchdog(self) -> None:
+        """The app closed in time (called last when it unmounts)."""
+        if self.watchdog is not None:
+            self.watchdog.cancel()
+            self.watchdog = None
+
+    def on_bus_error(self) -> faults.Fault:
+        """A SIGBUS (see the module's docstring): save, give the terminal back, say which file."""
+        with contextlib.suppress(Exception):
+            self.save_streamed()
+        with contextlib.suppress(Exception):
+            if self._driver is not None:
+                self._driver.stop_application_mode()
+        return faults.bus_fault("command")
+
+    # ----- loading again after a fault --------------------------------------------------------
+
+    async def reload_first(self, text: str) -> bool:
+        """Before sending `text`: when the models must be loaded again (a fault said so, or a
+        worker was lost since the last reply), queue it and load them; True when it was queued."""
+        generator = self.session.generator
+        if not self.reload_pending and self.ready and self.busy is None and generator is not None:
+            try:
+                generator.check_health()
+            except SpectuiError as error:
+                fault = faults.of_error(error, "app")
+                self.reload_pending = fault.reload
+                await self.note(fault.line, "warning")
+        if not self.reload_pending or self.busy is not None or (not self.ready and not self.load_failed):
+            return False
+        self.reload_pending = False
+        await self.queue(text)
+        await self.note(f"loading {self.options.models_label} again; your message is sent once it is loaded")
+        self.start_loading(self.options)
+        return True
+
+
+def _watchdog(line: str, code: int) -> threading.Timer:
+    """End the process `WATCHDOG` seconds from now unless cancelled (a daemon thread)."""
+    from spectui.signals import exit_now
+
+    timer = threading.Timer(WATCHDOG, exit_now, args=(f"{line} (the app did not close in time)", code))
+    timer.daemon = True
+    timer.start()
+    return timer
