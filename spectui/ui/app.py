@@ -37,6 +37,7 @@ from spectui.ui.chat_view import AssistantMessage, ChatLog, Comparison, NoteMess
 from spectui.ui.commands import ChatCommands
 from spectui.ui.controls import Controls
 from spectui.ui.examples import ExampleOpenings
+from spectui.ui.fit import Fitting
 from spectui.ui.lifecycle import Lifecycle
 from spectui.ui.messages import (
     BaselineMeasured,
@@ -56,7 +57,7 @@ from spectui.ui.workers import EngineWorkers
 QUEUED = "1 message queued (Escape cancels)"
 
 
-class SpectuiApp(Lifecycle, Controls, Replies, ChatActions, EngineWorkers, App[int]):
+class SpectuiApp(Lifecycle, Fitting, Controls, Replies, ChatActions, EngineWorkers, App[int]):
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "spectui"
     COMMANDS = App.COMMANDS | {ChatCommands, PairCommands, LocalPairCommands}
@@ -153,6 +154,7 @@ class SpectuiApp(Lifecycle, Controls, Replies, ChatActions, EngineWorkers, App[i
         if self.options.notice:
             await self.note(self.options.notice)
         self.install_signal_handlers()
+        self.fit_to(self.size.width, self.size.height)
         self.start_loading(self.options)
 
     def on_unmount(self) -> None:
@@ -181,7 +183,7 @@ class SpectuiApp(Lifecycle, Controls, Replies, ChatActions, EngineWorkers, App[i
         queued = f" · {QUEUED}" if self.queued is not None else ""
         self.query_one("#status", Label).update(safe_text.content(text + queued))
         bar = self.query_one("#load-progress", ProgressBar)
-        bar.display = busy
+        bar.display = busy and self.progress_fits()
         bar.update(total=None if fraction is None else 1.0, progress=fraction or 0.0)
 
     def refresh_status(self) -> None:

@@ -14,6 +14,7 @@ from typing import ClassVar
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.message import Message
+from textual.strip import Strip
 from textual.widgets import TextArea
 
 NEWLINE_KEYS = ("shift+enter", "ctrl+j")
@@ -69,6 +70,13 @@ class PromptInput(TextArea, inherit_bindings=False):
     def _take(event: events.Key) -> None:
         event.stop()
         event.prevent_default()
+
+    def render_line(self, y: int) -> Strip:
+        """TextArea's, but blank while laid out with no room to wrap its placeholder in (Textual
+        divides the placeholder by the width: zero columns would raise)."""
+        if self.content_size.width < 1:
+            return Strip.blank(self.size.width, self.visual_style.rich_style)
+        return super().render_line(y)
 
     def action_newline(self) -> None:
         start, end = self.selection
