@@ -94,7 +94,8 @@ def of_error(error: BaseException, surface: Surface = "command") -> Fault:
         again = AGAIN["app"] if surface == "app" else ""
         return Fault("worker-unreachable", f"{error}{again}", reload=surface == "app")
     if isinstance(error, ModelLoadError):
-        return Fault("model-file", str(error))
+        again = AGAIN["app"] if surface == "app" else ""
+        return Fault("model-file", f"{error}{again}", reload=surface == "app")
     if isinstance(error, KeyboardInterrupt):
         return interrupted(signal.SIGINT)
     if isinstance(error, Interrupted):

@@ -15,7 +15,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -117,7 +117,7 @@ def rewrite_in_place(path: Path) -> None:
     os.utime(path, ns=(later, later))
 
 
-def _mark_bus_exits() -> None:
+def _mark_bus_exits(patch: Patch) -> None:
     """Say on stderr when the process ends through the SIGBUS guard (a test tells that path from
     the check before each cycle by it)."""
     from spectui import signals
@@ -128,11 +128,15 @@ def _mark_bus_exits() -> None:
         print("ended by the SIGBUS guard", file=sys.stderr, flush=True)
         exit_now(line, code)
 
-    signals.exit_now = marked
+    patch(signals, "exit_now", marked)
 
 
-def install(plan: Plan) -> Injector:
-    """Wrap `Generator.generate` (and, for `load`, the load's progress) to fire `plan`."""
+Patch = Callable[[object, str, object], None]
+
+
+def install(plan: Plan, patch: Patch = setattr) -> Injector:
+    """Wrap `Generator.generate` (and, for `load`, the load's progress) to fire `plan`. In a
+    test's own process, pass `monkeypatch.setattr` as `patch` so that it is undone."""
     from spectui.engine import generator as generator_module
     from spectui.engine.model import LlamaModel
 
@@ -143,10 +147,10 @@ def install(plan: Plan) -> Injector:
         k = control.effective_k() if control is not None else 0
         return injector.wrap_events(generate(self, prompt, config, control, cancelled), k)
 
-    generator_module.Generator.generate = generate_with_fault  # type: ignore[method-assign]
+    patch(generator_module.Generator, "generate", generate_with_fault)
     if plan.action == "truncate-in-decode":
-        LlamaModel.check_file = lambda self: None  # type: ignore[method-assign]  # let the truncation reach llama.cpp
-        _mark_bus_exits()
+        patch(LlamaModel, "check_file", lambda self: None)  # let the truncation reach llama.cpp
+        _mark_bus_exits(patch)
     if plan.phase == "load":
         load = LlamaModel.load.__func__  # type: ignore[attr-defined]
 
@@ -161,5 +165,5 @@ def install(plan: Plan) -> Injector:
             kwargs["progress"] = watching
             return load(cls, path, **kwargs)
 
-        LlamaModel.load = classmethod(load_with_fault)  # type: ignore[method-assign]
+        patch(LlamaModel, "load", classmethod(load_with_fault))
     return injector

@@ -128,6 +128,8 @@ class SpectuiApp(Lifecycle, Fitting, Controls, Replies, ChatActions, EngineWorke
         self.reload_pending = False
         """A fault left the models unusable: the next message loads them again first."""
         self.watchdog: threading.Timer | None = None
+        self.removed_noted: set[str] = set()
+        """Loaded model files already said to be gone from disk."""
 
     # ----- layout --------------------------------------------------------------------------
 

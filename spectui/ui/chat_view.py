@@ -186,7 +186,8 @@ class AssistantMessage(Vertical):
 
     def set_meta(self, meta: str) -> None:
         self._meta = meta
-        self.query_one(".meta", Static).update(Text(shown(meta)))
+        for line in self.query(".meta").results(Static):  # none while the app closes under it
+            line.update(Text(shown(meta)))
 
     def set_colouring(self, on: bool) -> None:
         self.colouring = on
@@ -204,7 +205,8 @@ class AssistantMessage(Vertical):
         return text[leading_blank(text.plain):]
 
     def _paint(self) -> None:
-        self.query_one(".coloured", Static).update(self.coloured_text())
+        for coloured in self.query(".coloured").results(Static):
+            coloured.update(self.coloured_text())
 
 
 class Comparison(Vertical):

@@ -60,6 +60,7 @@ class Lifecycle:
     quit_line: str | None
     reload_pending: bool
     watchdog: threading.Timer | None
+    removed_noted: set[str]
     exit: Callable[..., None]
     notify: Callable[..., None]
     note: Callable[..., Awaitable[None]]
@@ -172,6 +173,10 @@ class Lifecycle:
                 fault = faults.of_error(error, "app")
                 self.reload_pending = fault.reload
                 await self.note(fault.line, "warning")
+            for name in set(generator.removed_files()) - self.removed_noted:
+                self.removed_noted.add(name)
+                await self.note(f"{name} was removed from disk after it was loaded: this chat goes on with the "
+                                "loaded copy, but loading the pair again will not find it", "warning")
         if not self.reload_pending or self.busy is not None or (not self.ready and not self.load_failed):
             return False
         self.reload_pending = False
