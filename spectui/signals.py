@@ -37,14 +37,16 @@ STOP_GRACE = 30.0
 
 
 def exit_now(line: str, code: int) -> None:
-    """Say `line` on stderr and end the process at once (C stdio flushed)."""
+    """Say `line` on stderr and end the process at once (C stdio flushed). Written to the file
+    descriptor itself: inside the app, Textual captures `sys.stderr`."""
     import ctypes
 
     with contextlib.suppress(Exception):
-        print(f"spectui: {line}", file=sys.stderr, flush=True)
         sys.stdout.flush()
     with contextlib.suppress(Exception):
         ctypes.CDLL(None).fflush(None)
+    with contextlib.suppress(OSError):
+        os.write(2, f"spectui: {line}\n".encode())
     os._exit(code)
 
 

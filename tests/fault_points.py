@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 Phase = Literal["load", "baseline", "speculative", "between", "any"]
-Action = Literal["kill-worker", "truncate", "truncate-in-decode", "remove", "rewrite"]
+Action = Literal["kill-worker", "truncate", "truncate-in-decode", "remove", "rewrite", "signal", "pause"]
 ENV = "SPECTUI_TEST_FAULT"
 
 
@@ -35,6 +35,9 @@ class Plan:
     worker_pid: int = 0
     worker_port: int = 0
     file: str = ""
+    """The model file to cut; for `pause`, the marker file to write (then wait for FILE.go)."""
+    signum: int = 0
+    """For `signal`: the signal this process sends itself."""
 
     def to_env(self) -> dict[str, str]:
         return {ENV: json.dumps(asdict(self))}
@@ -68,6 +71,14 @@ class Injector:
             os.remove(plan.file)
         elif plan.action == "rewrite":
             rewrite_in_place(Path(plan.file))
+        elif plan.action == "signal":
+            os.kill(os.getpid(), plan.signum)
+        elif plan.action == "pause":  # hold the reply mid-way while the test acts from outside
+            Path(plan.file).write_text(where)
+            go = Path(plan.file + ".go")
+            deadline = time.monotonic() + 30
+            while not go.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
 
     def wrap_events(self, events: Iterator[object], k: object) -> Iterator[object]:
         from spectui.engine.events import Finished, Progress
@@ -125,7 +136,7 @@ def _mark_bus_exits(patch: Patch) -> None:
     exit_now = signals.exit_now
 
     def marked(line: str, code: int) -> None:
-        print("ended by the SIGBUS guard", file=sys.stderr, flush=True)
+        os.write(2, b"ended by the SIGBUS guard\n")  # the fd: the app captures sys.stderr
         exit_now(line, code)
 
     patch(signals, "exit_now", marked)

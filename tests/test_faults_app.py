@@ -98,17 +98,23 @@ async def quit_mid_reply(app: GatedApp, pilot, how: str) -> str:
 
 @pytest.mark.parametrize("how", ["ctrl+q", "ctrl+c", "SIGTERM", "SIGHUP", "SIGINT"])
 @run_async
-async def test_quitting_mid_reply_saves_everything_streamed_marked_interrupted(pair, how) -> None:
+async def test_quitting_mid_reply_saves_everything_streamed_marked_interrupted(pair, how, monkeypatch) -> None:
+    from spectui import signals
+
     app = GatedApp(options(pair, max_tokens=400))
+    # SIGHUP ends the process once the reply is saved (the terminal is gone: test_faults_terminal.py
+    # closes a real one); here it ends the app instead, so that the test can look at what was saved.
+    monkeypatch.setattr(signals, "exit_now", lambda line, code: app.exit(return_code=code))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         on_screen = await quit_mid_reply(app, pilot, how)
     content, complete, stats = saved_reply()
     assert not complete and stats.get("reason") == "interrupted"
     assert on_screen and content.startswith(on_screen)  # all that was shown, and what came after
-    finished = app.finishes[-1].finished
-    assert finished.reason == "cancelled" and content == finished.text  # every token generated
-    assert len(finished.tokens) < 400
+    finished = app.finishes[-1].finished if app.finishes else None
+    if how != "SIGHUP":  # (after a hangup the screen is not updated any more: no finish is shown)
+        assert finished is not None and finished.reason == "cancelled"
+        assert content == finished.text and len(finished.tokens) < 400  # every token generated
     assert content == greedy_reply(pair, "Tell me a long story", 400)[: len(content)]
     code = report_exit(app)
     if how.startswith("SIG"):
@@ -350,7 +356,8 @@ def test_the_sigbus_handler_saves_the_reply_on_screen_and_names_the_file(pair, m
                 on_bus = signal.getsignal(signal.SIGBUS)
                 on_bus(signal.SIGBUS, None)  # as the main thread would run it
             content, complete, stats = saved_reply()
-            assert (content, complete, stats.get("reason")) == (on_screen, False, "interrupted") and content
+            assert content.startswith(on_screen) and on_screen  # and what was on its way
+            assert (complete, stats.get("reason")) == (False, "interrupted")
             app.stop_requested.set()  # the held thread must not read the cut weights: it stops at once
             app.release()
 

@@ -36,6 +36,7 @@ from spectui.session.options import ChatOptions
 from spectui.ui.chat_view import AssistantMessage
 from spectui.ui.messages import ReplyPurpose
 from spectui.ui.prompt import PromptInput
+from spectui.ui.workers import ReplyBatcher
 
 QUIT_WAIT = 3.0
 """Seconds a quit waits for the reply in progress to stop and hand over its last tokens."""
@@ -55,6 +56,7 @@ class Lifecycle:
     ready: bool
     load_failed: bool
     reply_widget: AssistantMessage | None
+    reply_batcher: ReplyBatcher | None
     prompt: PromptInput
     quitting: int | None
     quit_line: str | None
@@ -112,12 +114,18 @@ class Lifecycle:
         self.exit(return_code=self.quitting or 0)
 
     def save_streamed(self) -> bool:
-        """Save the reply in progress as it is on screen, marked interrupted (nothing when no
-        reply is in progress)."""
+        """Save the reply in progress, marked interrupted: every piece its thread has streamed
+        (on screen or on its way), else what is on screen. Nothing when no reply is in progress."""
         widget = self.reply_widget
         if self.busy != "reply" or widget is None or not widget.streaming or not self.conversation.replying:
             return False
-        return self.conversation.save_interrupted(widget.text, widget.reasoning, {"reason": "interrupted"})
+        text, reasoning = widget.text, widget.reasoning
+        batcher = self.reply_batcher
+        if batcher is not None and batcher.purpose == "reply":
+            streamed, thought = batcher.split()
+            if len(streamed) + len(thought) >= len(text) + len(reasoning):
+                text, reasoning = streamed, thought
+        return self.conversation.save_interrupted(text, reasoning, {"reason": "interrupted"})
 
     # ----- signals -----------------------------------------------------------------------------
 
@@ -141,9 +149,26 @@ class Lifecycle:
         saved = self.busy == "reply" and self.reply_widget is not None
         line = f"{fault.line}; the reply in progress was saved (spectui chat --resume reopens it)" if saved \
             else fault.line
+        if signum == signal.SIGHUP:
+            self.hang_up(line, fault.exit_code)
+            return
         if self.watchdog is None:
             self.watchdog = _watchdog(line, fault.exit_code)
         self.request_quit(fault.exit_code, line)
+
+    def hang_up(self, line: str, code: int) -> None:
+        """The terminal is gone: nothing can be drawn (Textual's output thread dies on the first
+        write, and the app would block on the next), so the reply is stopped and saved from
+        what its thread streamed, here, and the process ends."""
+        self.quit_line = line
+        self.stop_requested.set()
+        batcher = self.reply_batcher
+        if batcher is not None and self.busy == "reply":
+            batcher.done.wait(QUIT_WAIT)  # its last tokens, at its next cycle
+        self.save_streamed()
+        from spectui.signals import exit_now
+
+        exit_now(line, code)
 
     def cancel_watchdog(self) -> None:
         """The app closed in time (called last when it unmounts)."""

@@ -20,7 +20,7 @@ from textual.worker import get_current_worker
 from tqdm import tqdm
 
 from spectui import faults
-from spectui.chat.reasoning import Markers, count_tokens_through, split_text
+from spectui.chat.reasoning import Markers, ReasoningSplitter, count_tokens_through, split_text
 from spectui.chat.store import ChatStore
 from spectui.chat.template import ChatMessage, PromptStyle
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig, recommended_sampling
@@ -87,6 +87,10 @@ class ReplyBatcher:
         self.interval = interval
         self.thinking = thinking
         self.pieces: list[tuple[str, str]] = []
+        self.streamed: list[str] = []
+        """Every piece of text of the reply so far, posted or not (what a quit saves)."""
+        self.done = threading.Event()
+        """Set once the reply has ended (its last message is posted)."""
         self.cycles: list[CycleStats] = []
         self.totals: GenerationStats | None = None
         self.any_cycle = False
@@ -96,6 +100,7 @@ class ReplyBatcher:
     def add(self, event: Event) -> None:
         if isinstance(event, TextPiece):
             self.pieces.append((event.text, event.origin))
+            self.streamed.append(event.text)
         elif isinstance(event, Progress):
             self.cycles.append(event.cycle)
             self.totals = event.totals
@@ -106,9 +111,21 @@ class ReplyBatcher:
             speculation_off = self.any_cycle and self.all_plain
             thinking = self.thinking.tokens(event) if self.thinking is not None else 0
             self.post(ReplyFinished(self.purpose, event, speculation_off, thinking, self.sampling))
+            self.done.set()
             return
         if time.monotonic() - self._last_post >= self.interval:
             self.flush()
+
+    def split(self) -> tuple[str, str]:
+        """Everything streamed so far as (answer, reasoning), cut as the reply's widget cuts it."""
+        thinking = self.thinking
+        markers = thinking.markers if thinking is not None else None
+        opens = thinking is not None and thinking.starts_in_reasoning
+        splitter = ReasoningSplitter(markers, "reasoning" if opens else "answer")
+        segments = splitter.feed("".join(list(self.streamed))) + splitter.flush()
+        answer = "".join(text for kind, text in segments if kind == "answer")
+        reasoning = "".join(text for kind, text in segments if kind == "reasoning").strip()
+        return answer, reasoning
 
     def flush(self) -> None:
         if self.pieces or self.cycles:
@@ -164,6 +181,8 @@ class EngineWorkers:
     stop_requested: threading.Event
     update_interval: float = UPDATE_INTERVAL
     """Seconds between batched reply updates (tests set 0 to see every event)."""
+    reply_batcher: ReplyBatcher | None = None
+    """The reply or side-by-side run under way (what a quit saves when the screen cannot follow)."""
     post_message: Callable[[Message], bool]
 
     def load_models(self, options: ChatOptions) -> None:
@@ -243,6 +262,7 @@ class EngineWorkers:
             return worker.is_cancelled or stop.is_set()
 
         batcher = ReplyBatcher(self.post_message, purpose, self.update_interval, sampling=config.sampling)
+        self.reply_batcher = batcher
         try:
             with self.session.lock:
                 generator, loaded_format = self.session.generator, self.session.chat_format
@@ -262,6 +282,8 @@ class EngineWorkers:
         except Exception as error:  # a bug, but the UI must leave its busy state: say so, log it
             batcher.flush()
             self.post_message(EngineFailed(unexpected(error, "generating the reply"), "reply"))
+        finally:
+            batcher.done.set()
 
     @work(thread=True, exclusive=True, group="pull", exit_on_error=False)
     def prepare_pair(self, name: str, pulled: bool) -> None:
