@@ -1,9 +1,10 @@
 """`spectui worker`: serve this machine's CPU/GPU to another machine's spectui over llama.cpp RPC.
 
 The server is llama.cpp's own (`ggml_backend_rpc_start_server`), started from the same library
-spectui uses, so a second machine needs only spectui. It runs in a thread whose SIGINT is
-blocked, so Ctrl+C reaches Python's main thread, which says one line and exits 130 (the C
-server cannot be stopped from outside, so the process ends without unwinding it).
+spectui uses, so a second machine needs only spectui. It runs in a thread whose SIGINT, SIGTERM
+and SIGHUP are blocked, so they reach Python's main thread, which says one line and exits with
+128 + the signal (130 for Ctrl+C; the C server cannot be stopped from outside, so the process
+ends without unwinding it).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO
 
-from spectui import argtypes, limits
-from spectui.errors import RpcError
+from spectui import argtypes, limits, signals
+from spectui.errors import Interrupted, RpcError
 
 WARNING = """
 !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!
@@ -87,10 +88,13 @@ def worker_command(args: argparse.Namespace) -> int:
                               args=(host, args.port, threads, cache, failed))
     server.start()
     try:
-        while server.is_alive():
-            server.join(0.5)
+        with signals.stop_signals_raise():
+            while server.is_alive():
+                server.join(0.5)
     except KeyboardInterrupt:
         _exit_now("spectui worker: stopped", 130)
+    except Interrupted as stopped:
+        _exit_now(f"spectui worker: stopped ({signal.Signals(stopped.signum).name})", 128 + stopped.signum)
     if failed:
         raise failed[0]
     raise RpcError(f"llama.cpp could not listen on {host}:{args.port}; pick another --port or --host")
@@ -98,7 +102,7 @@ def worker_command(args: argparse.Namespace) -> int:
 
 def _serve_blocking_sigint(host: str, port: int, threads: int, cache: str | None,
                            failed: list[BaseException]) -> None:
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
     from spectui.engine import rpc
 
     try:

@@ -14,6 +14,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -200,3 +201,16 @@ def test_a_prompt_and_reply_that_exactly_fill_the_context_are_measured(pair, spe
     [row] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert row["identical"] is True
     assert main([*base, "--max-tokens", str(fill + 1)]) == 2
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_bench_stopped_mid_run_is_one_line_128_plus_the_signal_and_no_figures(pair, tmp_path, signum):
+    at = random.Random(f"{SEED}-signal-{signum}").randint(1, MAX_TOKENS // 4)
+    outcome = run(bench_args(pair, "--json"), Plan("speculative", "signal", at=at, signum=int(signum)),
+                  tmp_path / "home")
+    assert outcome.fired
+    assert outcome.code == 128 + signum
+    [error] = [json.loads(line) for line in outcome.out.splitlines()]
+    assert error["fault"] == "interrupted" and "identical" not in error
+    name = "Ctrl+C" if signum == signal.SIGINT else signal.Signals(signum).name
+    assert outcome.line == f"spectui: interrupted ({name})"

@@ -338,3 +338,12 @@ def test_a_bad_rpc_in_models_toml_is_one_line_naming_the_file(spectui_home):
         load_catalog()
     message = str(caught.value)
     assert message.startswith(str(config)) and "rpc" in message and "HOST:PORT" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_worker_sigterm_and_sighup_are_one_line_and_128_plus_the_signal(signum):
+    worker = start_worker()
+    worker.process.send_signal(signum)
+    assert worker.process.wait(timeout=30) == 128 + signum
+    assert worker.output().strip().splitlines()[-1] == f"spectui worker: stopped ({signal.Signals(signum).name})"
+    worker.stop()
