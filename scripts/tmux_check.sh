@@ -73,7 +73,7 @@ import scripted_gguf
 scripted_gguf.write_scripted_pair(Path(sys.argv[1]) / "thinking")
 EOF
 
-tmux new-session -d -s "$SESSION" -x 120 -y 40 \
+tmux new-session -d -s "$SESSION" -x 120 -y 40 -e "SPECTUI_HOME=$SPECTUI_HOME" \
     "cd '$ROOT' && '$PYTHON' -m spectui chat --target '$WORK/models/target.gguf' \
      --draft '$WORK/models/draft.gguf' -k 4 --max-tokens 48 --ctx 1024 --threads 2; \
      echo SPECTUI-EXIT=\$?; sleep 600"
@@ -114,7 +114,7 @@ EOF
 # The first-run screen of a base model (no chat template), as a new user sees it: completion mode
 # in the header, the one-line hint, and an example opening picked from the keyboard.
 tmux kill-session -t "$SESSION"
-tmux new-session -d -s "$SESSION" -x 120 -y 40 \
+tmux new-session -d -s "$SESSION" -x 120 -y 40 -e "SPECTUI_HOME=$SPECTUI_HOME" \
     "cd '$ROOT' && '$PYTHON' -m spectui chat --target '$WORK/models/base/target.gguf' \
      --draft '$WORK/models/base/draft.gguf' --max-tokens 32 --ctx 1024 --threads 1; \
      echo SPECTUI-EXIT=\$?; sleep 600"
@@ -135,7 +135,7 @@ wait_for "SPECTUI-EXIT=0" 30
 tmux kill-session -t "$SESSION"
 THINK="$WORK/models/thinking"
 start_thinking() {
-    tmux new-session -d -s "$SESSION" -x 120 -y 40 \
+    tmux new-session -d -s "$SESSION" -x 120 -y 40 -e "SPECTUI_HOME=$SPECTUI_HOME" \
         "cd '$WORK' && PYTHONPATH='$ROOT' '$PYTHON' -m spectui chat $1 --max-tokens 24 --ctx 4096 --threads 1; \
          echo SPECTUI-EXIT=\$?; sleep 600"
 }
