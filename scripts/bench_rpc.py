@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from statistics import median
 
+from spectui import faults
 from spectui.bench import DEFAULT_PROMPTS, workload
 from spectui.cli import parse_k_list
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
@@ -111,6 +112,7 @@ def one_reply(gen: Generator, prompt: list[int], k: int | str, max_tokens: int) 
             after_prompt = cluster.traffic()
         if isinstance(event, Finished):
             final = event
+    faults.raise_for(final)  # a worker lost mid-run: no figures from the cut run
     traffic = cluster.traffic() - after_prompt
     stats = final.stats
     tokens = max(stats.decode_tokens, 1)
