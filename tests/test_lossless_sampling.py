@@ -115,3 +115,14 @@ def test_the_same_check_catches_a_resample_from_p_instead_of_the_residual(tiny_p
     monkeypatch.setattr(sampling, "residual", lambda p, q: p)
     p_first, _, _ = check_lossless(tiny_pair, PURE)
     assert p_first < 1e-6, "resampling from p (not max(0, p - q)) over-weights draft tokens and must be caught"
+
+
+def test_the_fast_top_k_path_keeps_the_loop_exact(tiny_pair, monkeypatch):
+    """`sampling.distribution` takes its strided-sample path (issue #27) only past a few thousand
+    tokens; a stride of 2 makes the tiny models' 277-token rows take it, target and draft alike."""
+    monkeypatch.setattr(sampling, "SAMPLE_STRIDE", 2)
+    fast_rows = []
+    mask = sampling._mask
+    monkeypatch.setattr(sampling, "_mask", lambda n: fast_rows.append(n) or mask(n))
+    assert_reproduces_the_target(tiny_pair, PROCESSED)
+    assert len(fast_rows) > N_STEPS  # every step read at least one row on the fast path

@@ -10,6 +10,7 @@ from statistics import median
 
 from spectui.engine.config import DraftLength, GenerationConfig
 from spectui.engine.events import GenerationStats, SourceTotals
+from spectui.engine.hostcost import HostCost
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class RunTotals:
     round_trips: int = 0
     network_wait_seconds: float = 0.0
     generated: int = 0
+    host: HostCost = field(default_factory=HostCost)
 
     @property
     def tps(self) -> float:
@@ -45,6 +47,7 @@ class RunTotals:
             round_trips=sum(s.round_trips for s in stats),
             network_wait_seconds=sum(s.network_wait_seconds for s in stats),
             generated=sum(s.generated_tokens for s in stats),
+            host=sum((s.host for s in stats), HostCost()),
         )
 
     @property
@@ -111,6 +114,12 @@ class BenchRow:
     state snapshots, llama.cpp's n_rs_seq) or `none` (speculation off)."""
     sampling: str
     """The sampling both runs used (`T=0 (greedy)`, or `T=0.8 top-p 0.95 top-k 40 min-p 0.05`)."""
+    host_ms_per_cycle: dict[str, float] = field(default_factory=dict)
+    """Speculation on, per cycle (target pass), all rounds: `host` ms outside llama.cpp's compute
+    calls, split into `sampling` (the verify walk), `draft` (the drafter outside llama.cpp),
+    `rollback` and `bookkeeping`, and `llama` (inside them) beside it."""
+    baseline_host_ms_per_cycle: dict[str, float] = field(default_factory=dict)
+    """The same for the baseline (K = 0: one row read per cycle)."""
 
 
 def peak_rss_mb() -> float:
@@ -181,7 +190,14 @@ def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], s
         target_arch=info.target_arch,
         rollback=info.rollback,
         sampling=config.sampling.describe(),
+        host_ms_per_cycle=host_per_cycle(specs),
+        baseline_host_ms_per_cycle=host_per_cycle(bases),
     )
+
+
+def host_per_cycle(runs: list[RunTotals]) -> dict[str, float]:
+    """Host milliseconds per target pass over all `runs`, by part."""
+    return sum((r.host for r in runs), HostCost()).per_cycle_ms(sum(r.passes for r in runs))
 
 
 def ratios(bases: list[RunTotals], specs: list[RunTotals]) -> list[float]:

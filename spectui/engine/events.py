@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from spectui.engine.hostcost import HostCost
 from spectui.errors import SpectuiError
 from spectui.limits import MAX_LOOKUP_DRAFT
 
@@ -49,6 +50,8 @@ class CycleStats:
     """The drafter that proposed (`model`, `ngram`, …); empty when none did."""
     probe: bool = False
     """A baseline probe: decoded with speculation off and timed apart (see GenerationConfig)."""
+    host: HostCost = field(default_factory=HostCost)
+    """Its time outside llama.cpp's compute calls, by part (`spectui.engine.hostcost`)."""
 
 
 @dataclass
@@ -90,6 +93,8 @@ class GenerationStats:
     """Network round trips to RPC workers during the reply (0 when the target is local)."""
     network_wait_seconds: float = 0.0
     """Time spent waiting on RPC workers' answers during the reply."""
+    host: HostCost = field(default_factory=HostCost)
+    """Decode cycles' time outside llama.cpp's compute calls, by part (probe cycles apart)."""
 
     def add_cycle(self, cycle: CycleStats) -> None:
         self.generated_tokens += cycle.emitted
@@ -99,6 +104,7 @@ class GenerationStats:
             return
         self.decode_tokens += cycle.emitted
         self.decode_seconds += cycle.seconds
+        self.host += cycle.host
         self.drafted += cycle.drafted
         self.accepted += cycle.accepted
         self.target_passes += 1

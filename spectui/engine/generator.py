@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from spectui.engine import drafters as registry
+from spectui.engine import hostcost
 from spectui.engine.autodraft import AutoDraft, VerifyCosts
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig
 from spectui.engine.drafters.base import Budget, CappedBudget, Drafter, FixedBudget
@@ -183,7 +184,9 @@ class _Reply:
         pieces, reason, emitted = self._accept([first], drafted=0, source=TARGET)
         self.stats.generated_tokens = emitted
         yield from pieces
+        tail = 0.0  # the previous cycle's bookkeeping after its figures were taken
         while reason is None:
+            laps = hostcost.Laps()
             if cancelled():
                 reason = "cancelled"
                 break
@@ -192,19 +195,26 @@ class _Reply:
             self.generator.check_files()  # before llama.cpp reads weights a truncation took away
             probe = self.stats.probe_tokens < self.config.baseline_probe
             drafter, budget = self._plan(control, probe)
+            laps.lap("bookkeeping")
             step = speculative_step(self.target, drafter, context, budget, self.cfg, self.rng)
+            laps.restart()
             if not probe:
                 self.auto.observe(step)
             context.extend(step.tokens)
             source = step.proposal.source
             pieces, reason, emitted = self._accept(step.tokens, step.accepted, source or TARGET)
-            yield from pieces
             k = budget.given.get(source, max(budget.given.values(), default=0))
+            laps.lap("bookkeeping")
+            host = step.host + laps.cost() + hostcost.HostCost(bookkeeping=tail)
             cycle = CycleStats(k, step.drafted, step.accepted, emitted,
-                               step.draft_seconds + step.verify_seconds, source, probe)
+                               step.draft_seconds + step.verify_seconds, source, probe, host)
+            started = hostcost.now()
             self.stats.add_cycle(cycle)
             self._count_traffic()
-            yield Progress(cycle, self.stats.snapshot())
+            progress = Progress(cycle, self.stats.snapshot())
+            tail = hostcost.now() - started
+            yield from pieces
+            yield progress
         yield from self.finish(reason)
 
     def _prefill(self, prompt: list[int], drafter: Drafter | None) -> int:

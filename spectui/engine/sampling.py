@@ -4,10 +4,18 @@ Target and draft go through the *same* processing (temperature, top-k, top-p, mi
 speculative rule compares like with like: the output is distributed exactly as the target's
 processed distribution. Distributions are sparse (`ids`, `probs`): top-k keeps the work small
 even for a 262k-token vocabulary.
+
+`reference_distribution` is the processing written plainly (a partition of the whole row);
+`distribution` computes the same thing faster and is what the engine calls. On a GPU a verify
+pass of a 7B model takes ~10-20 ms, and partitioning K+1 rows of a 248k vocabulary took ~0.3 ms
+per row here, so the top-k ids are found from a strided sample first (`top_k_ids`); the tests
+hold the two to the same distribution on random rows with ties, and `scripts/bench_host.py`
+measures both in one run.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,12 +54,65 @@ def greedy(logits: np.ndarray) -> int:
 
 
 def distribution(logits: np.ndarray, cfg: SamplingConfig) -> Dist:
-    """Apply temperature, then top-k, top-p (nucleus) and min-p, as llama.cpp's samplers do."""
+    """Apply temperature, then top-k, top-p (nucleus) and min-p, as llama.cpp's samplers do.
+
+    The same distribution as `reference_distribution`, bit for bit: the same top-k values go
+    through the same float64 steps in the same order, so the probabilities come out identical.
+    Only where logits tie may the ids differ: which of the ids tied at the k-th largest logit are
+    kept, and the order of tied ids at a top-p cut, are a partition's arbitrary choice in both.
+    """
+    n_vocab = logits.shape[-1]
+    if not 0 < cfg.top_k < n_vocab:
+        return reference_distribution(logits, cfg)
+    return _processed(logits, top_k_ids(logits, cfg.top_k), cfg)
+
+
+SAMPLE_STRIDE = 32
+"""`top_k_ids` samples every 32nd logit: about 32·k ids then pass its floor (fastest of 8-128
+on a 248k row here, ~4x faster than partitioning the row)."""
+_buffers = threading.local()
+
+
+def top_k_ids(logits: np.ndarray, k: int) -> np.ndarray:
+    """Ids of the k largest logits of a row, in no order: the values `np.argpartition(logits,
+    -k)[-k:]` picks, found by reading the row twice instead of partitioning all of it.
+
+    Why it is exact: once at least k logits of the row are >= `floor`, its k-th largest is too,
+    so every one of its k largest is among the ids >= floor, and a partition of those few finds
+    them. The sample's k-th largest is such a floor (the sample is part of the row), so the check
+    below fails only for a row with NaN (which compares false), and then the row is partitioned.
+    """
+    n_vocab = logits.shape[-1]
+    sample = logits[::SAMPLE_STRIDE]
+    if sample.size < 2 * k:  # a sample too small to cut much: partition the row
+        return np.argpartition(logits, -k)[-k:]
+    floor = np.partition(sample, -k)[-k]
+    candidates = np.flatnonzero(np.greater_equal(logits, floor, out=_mask(n_vocab)))
+    if candidates.size < k:  # NaN in the row (compares false): leave it to the full partition
+        return np.argpartition(logits, -k)[-k:]
+    return candidates[np.argpartition(logits[candidates], -k)[-k:]]
+
+
+def _mask(n_vocab: int) -> np.ndarray:
+    """A boolean row reused per thread: a fresh 248 KB array each call costs page faults."""
+    mask = getattr(_buffers, "mask", None)
+    if mask is None or mask.shape[0] != n_vocab:
+        mask = _buffers.mask = np.empty(n_vocab, dtype=bool)
+    return mask
+
+
+def reference_distribution(logits: np.ndarray, cfg: SamplingConfig) -> Dist:
+    """`distribution` written plainly: what the fast path is held to (tests, scripts/bench_host.py)."""
     n_vocab = logits.shape[-1]
     if 0 < cfg.top_k < n_vocab:
         ids = np.argpartition(logits, -cfg.top_k)[-cfg.top_k :]
     else:
         ids = np.arange(n_vocab)
+    return _processed(logits, ids, cfg)
+
+
+def _processed(logits: np.ndarray, ids: np.ndarray, cfg: SamplingConfig) -> Dist:
+    """Temperature, then top-p and min-p over the candidates `ids` (the top-k, or every id)."""
     scaled = logits[ids].astype(np.float64) / max(cfg.temperature, 1e-6)
     order = np.argsort(-scaled, kind="stable")
     ids, scaled = ids[order], scaled[order]

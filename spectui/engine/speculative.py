@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from spectui.engine import sampling
+from spectui.engine import hostcost, sampling
 from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters.base import Budget, Drafter, Feedback, Proposal
 from spectui.engine.model import LlamaModel
@@ -29,6 +29,8 @@ class StepResult:
     draft_seconds: float
     """Proposing, plus the drafter's handling of the verdict."""
     verify_seconds: float
+    host: hostcost.HostCost = field(default_factory=hostcost.HostCost)
+    """The host's seconds by part, outside llama.cpp's compute calls (and llama.cpp's beside them)."""
 
     @property
     def drafted(self) -> int:
@@ -53,15 +55,17 @@ def speculative_step(
     rng: np.random.Generator,
 ) -> StepResult:
     """One cycle: a proposal of up to budget.k tokens, one target pass, acceptance, rollback."""
-    t0 = time.perf_counter()
+    t0, laps = time.perf_counter(), hostcost.Laps()
     # 1. The drafter proposes d_1..d_n (n <= k), each from its q (or deterministically).
     proposal = drafter.propose(context, budget, cfg, rng) if drafter else Proposal()
     drafted = proposal.tokens
     t1 = time.perf_counter()
+    laps.lap("draft")
     # 2. The target scores [last, d_1..d_n] in ONE decode: row i is p( . | context, d_1..d_i).
     n_cached = len(context) - 1
     target.truncate(n_cached)
     logits = target.extend([context[-1], *drafted], n_logits=len(drafted) + 1)
+    laps.lap("bookkeeping")
     # 3. Walk the proposal; stop at the first rejection.
     accepted, extra = 0, None
     for i, d in enumerate(drafted):
@@ -84,15 +88,18 @@ def speculative_step(
     if extra is None:
         # All n accepted: the target's row n gives a bonus token for free.
         extra = pick(logits[len(drafted)], cfg, rng)
+    laps.lap("sampling")
     # 4. Roll back: the target keeps last + the accepted prefix; the new token stays pending.
     target.truncate(n_cached + 1 + accepted)
     emitted = [*drafted[:accepted], extra]
     t2 = time.perf_counter()
+    laps.lap("rollback")
     # 5. Tell the drafter (it may read the target's kept rows, or learn from the verdict).
     if drafter is not None and drafted:
         drafter.feedback(Feedback(context, proposal, accepted, emitted, len(drafted) + 1))
     t3 = time.perf_counter()
-    return StepResult(emitted, proposal, accepted, (t1 - t0) + (t3 - t2), t2 - t1)
+    laps.lap("draft")
+    return StepResult(emitted, proposal, accepted, (t1 - t0) + (t3 - t2), t2 - t1, laps.cost())
 
 
 def pick(logits: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator) -> int:

@@ -18,6 +18,7 @@ from importlib import metadata
 import llama_cpp
 import numpy as np
 
+from spectui.engine import hostcost
 from spectui.errors import ModelLoadError
 
 EXT_CALLS = ("llama_set_embeddings_nextn", "llama_get_embeddings_nextn", "llama_get_embeddings_nextn_ith",
@@ -117,14 +118,19 @@ class HeadContext:
             return
         if output_last:
             llama_cpp.llama_batch_ext_set_output_logits(batch, idx, True)
+        started = hostcost.now()
         status = llama_cpp.llama_process(self.ctx, llama_cpp.LLAMA_PROCESS_TYPE_DECODE, batch)
+        hostcost.add_llama(started)
         if status != 0:
             raise ModelLoadError(f"the MTP head pass failed with status {status}")
 
     def head_output(self) -> tuple[np.ndarray, np.ndarray]:
         """After `run(..., output_last=True)`: the head's logits (a view, valid until the next
         pass) and its own hidden row (a copy: the next head pass's input when chaining)."""
-        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self.ctx, -1), shape=(self.n_vocab,))
+        started = hostcost.now()
+        first = llama_cpp.llama_get_logits_ith(self.ctx, -1)  # waits for an async backend
+        hostcost.add_llama(started)
+        logits = np.ctypeslib.as_array(first, shape=(self.n_vocab,))
         hidden = self._ext.llama_get_embeddings_nextn_ith(self.ctx, -1)
         if not hidden:
             raise ModelLoadError("llama.cpp returned no MTP hidden state")

@@ -1,0 +1,208 @@
+"""The host's cost per speculative cycle, old code path against new, for docs/BENCHMARKS.md.
+
+    python scripts/bench_host.py [--vocab 32000,152064,248320] [-k 1,4,8,16] [--temperatures 0,0.8]
+                                 [--rounds 3] [--max-tokens 64] [--threads 2] [--clock wall|cpu]
+                                 [--agreement full|partial] [--dir DIR] [--json FILE]
+
+On a GPU one verify pass of a 7B target takes ~10-20 ms, so what the host does per cycle outside
+llama.cpp's compute calls (reading K+1 rows of logits, sampling, acceptance, bookkeeping) must stay
+a small share of it. This measures that time (`spectui.engine.hostcost`: the same figures as
+`spectui bench --json`'s `host_ms_per_cycle`) on generated pairs with real-size vocabularies and
+one tiny layer, where llama.cpp's part is small and the host's shows:
+
+  vocab   32000 (Llama 2 / Mistral), 152064 (Qwen2.5), 248320 (Qwen3.5 / Gemma 4-sized)
+  K       1, 4, 8, 16 (fixed draft lengths, the draft model drafter)
+  T       0 (greedy), and 0.8 with top-k 40, top-p 0.95, min-p 0.05
+
+`--agreement full` (the default) makes the draft the target itself, so every proposal is
+accepted and every cycle reads all K+1 rows and the bonus token: the most host work a cycle can
+have. `partial` drafts with the first of two layers (acceptance well below 1).
+
+Each round runs every (vocab, T, K) on the OLD code path and the NEW one, interleaved and in
+alternating order, so a neighbour's load falls on both alike: the figure is the median per cycle
+over the rounds. OLD is the code before issue #27 (kept callable here: `old_path()` lists what it
+swaps back): `sampling.reference_distribution` (a partition of the whole row) and numpy's
+`ctypeslib.as_array` for every logits view. Both paths must emit the same tokens (same seed): the
+`same` column says so, and a difference fails the run.
+
+`--clock cpu` reads the main thread's CPU time instead of wall time: on a busy machine a
+preempted thread's wait would otherwise count as host work. Report wall figures from a quiet
+machine; cpu figures from a busy one, saying so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+PROMPT = "Once upon a time"
+SAMPLED = dict(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05)
+GOALS = {0.0: 1.5, 0.8: 3.0}
+"""Issue #27's goals at the largest vocabulary and K = 8: host ms per cycle, by temperature."""
+
+
+def write_pair(directory: Path, n_vocab: int, agreement: str) -> tuple[Path, Path]:
+    """A target and draft with `n_vocab` tokens (the test suite's tokenizer plus plain extra
+    tokens), one layer of width 64: the output matrix over the vocabulary is most of a pass."""
+    import tiny_gguf
+
+    base = tiny_gguf.vocabulary()
+    n_layer = 1 if agreement == "full" else 2
+    spec = replace(tiny_gguf.TinySpec(n_layer=n_layer),
+                   tokens=tuple(base) + tiny_gguf.extra_tokens(n_vocab - len(base)))
+    folder = directory / f"host-{n_vocab}-{agreement}"
+    if not (folder / "draft.gguf").exists():
+        tiny_gguf.write_pair(folder, spec=spec, draft_layers=1)
+    return folder / "target.gguf", folder / "draft.gguf"
+
+
+@contextlib.contextmanager
+def old_path() -> Iterator[None]:
+    """The host code as it was before issue #27, swapped in for the duration."""
+    import numpy as np
+
+    from spectui.engine import model, sampling
+
+    saved = sampling.distribution, model.float_view
+    sampling.distribution = sampling.reference_distribution
+    model.float_view = lambda pointer, shape: np.ctypeslib.as_array(pointer, shape=shape)
+    try:
+        yield
+    finally:
+        sampling.distribution, model.float_view = saved
+
+
+def run_once(gen, prompt: list[int], k: int, temperature: float, max_tokens: int) -> tuple[dict, tuple]:
+    from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
+    from spectui.engine.events import Finished
+
+    sampling = SamplingConfig(**SAMPLED, seed=7) if temperature else SamplingConfig(temperature=0.0)
+    gen.reset()
+    events = gen.generate(prompt, GenerationConfig(max_tokens=max_tokens, sampling=sampling),
+                          DraftControl(k, drafter="model"))
+    final = next(e for e in events if isinstance(e, Finished))
+    stats = final.stats
+    figures = stats.host.per_cycle_ms(stats.target_passes)
+    figures["acceptance"] = round(stats.acceptance_rate, 3)
+    return figures, final.tokens
+
+
+def measure(args: argparse.Namespace, directory: Path) -> list[dict]:
+    from spectui.engine.generator import load_generator
+
+    rows = []
+    for n_vocab in args.vocab:
+        target, draft = write_pair(directory, n_vocab, args.agreement)
+        gen = load_generator(target, draft, n_ctx=1024, n_threads=args.threads)
+        try:
+            prompt = gen.target.tokenize(PROMPT)
+            cells = [(t, k) for t in args.temperatures for k in args.k]
+            runs = {(path, t, k): [] for path in ("old", "new") for t, k in cells}
+            outputs: dict[tuple, set] = {cell: set() for cell in cells}
+            for t, k in cells:  # warm-up: first touch of weights and buffers, not timed
+                run_once(gen, prompt, k, t, 8)
+            for round_no in range(args.rounds):
+                order = ("old", "new") if round_no % 2 == 0 else ("new", "old")
+                for t, k in cells:
+                    for path in order:
+                        with old_path() if path == "old" else contextlib.nullcontext():
+                            figures, tokens = run_once(gen, prompt, k, t, args.max_tokens)
+                        runs[(path, t, k)].append(figures)
+                        outputs[(t, k)].add(tokens)
+                print(f"vocab {n_vocab}: round {round_no + 1}/{args.rounds} done", file=sys.stderr)
+            rows.extend(summarize(n_vocab, cell, runs, outputs[cell]) for cell in cells)
+        finally:
+            gen.close()
+    return rows
+
+
+def summarize(n_vocab: int, cell: tuple[float, int], runs: dict, outputs: set) -> dict:
+    t, k = cell
+
+    def median(path: str, key: str) -> float:
+        return round(statistics.median(r[key] for r in runs[(path, t, k)]), 3)
+
+    parts = ("host", "sampling", "draft", "rollback", "bookkeeping", "llama")
+    row = {"vocab": n_vocab, "k": k, "temperature": t, "same": len(outputs) == 1,
+           "acceptance": median("new", "acceptance")}
+    row |= {f"old_{p}_ms": median("old", p) for p in parts}
+    row |= {f"new_{p}_ms": median("new", p) for p in parts}
+    row["speedup"] = round(row["old_host_ms"] / row["new_host_ms"], 2) if row["new_host_ms"] else 0.0
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    lines = [f"{'vocab':>7} {'T':>4} {'K':>3} {'old ms':>7} {'new ms':>7} {'x':>5}   new: "
+             f"{'sampling':>8} {'draft':>6} {'rollbk':>6} {'books':>6}   {'llama ms':>8} {'acc':>5} same"]
+    for r in rows:
+        lines.append(f"{r['vocab']:>7} {r['temperature']:>4} {r['k']:>3} {r['old_host_ms']:>7.3f} "
+                     f"{r['new_host_ms']:>7.3f} {r['speedup']:>5.2f}        {r['new_sampling_ms']:>8.3f} "
+                     f"{r['new_draft_ms']:>6.3f} {r['new_rollback_ms']:>6.3f} {r['new_bookkeeping_ms']:>6.3f}"
+                     f"   {r['new_llama_ms']:>8.1f} {r['acceptance']:>5.2f} {'yes' if r['same'] else 'NO'}")
+    return "\n".join(lines)
+
+
+def goal_lines(rows: list[dict]) -> list[str]:
+    """Issue #27's goals, checked at the largest vocabulary measured, K = 8."""
+    largest = max((r["vocab"] for r in rows), default=0)
+    found = []
+    for r in rows:
+        if r["vocab"] == largest and r["k"] == 8 and r["temperature"] in GOALS:
+            goal = GOALS[r["temperature"]]
+            verdict = "met" if r["new_host_ms"] < goal else "NOT met"
+            found.append(f"goal: vocab {largest}, K=8, T={r['temperature']}: {r['new_host_ms']:.2f} ms "
+                         f"per cycle (< {goal} ms) {verdict}")
+    return found
+
+
+def csv_of(kind):
+    return lambda text: [kind(part) for part in text.split(",") if part.strip()]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vocab", type=csv_of(int), default=[32000, 152064, 248320])
+    parser.add_argument("-k", type=csv_of(int), default=[1, 4, 8, 16])
+    parser.add_argument("--temperatures", type=csv_of(float), default=[0.0, 0.8])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    parser.add_argument("--agreement", choices=("full", "partial"), default="full")
+    parser.add_argument("--dir", type=Path, default=None, help="keep the generated models here (default: a temp dir)")
+    parser.add_argument("--json", type=Path, default=None, help="write the rows and the machine here")
+    args = parser.parse_args()
+
+    from spectui.engine import hostcost
+
+    if args.clock == "cpu":
+        hostcost.use_clock(time.thread_time)
+    with contextlib.ExitStack() as stack:
+        directory = args.dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-host-")))
+        directory.mkdir(parents=True, exist_ok=True)
+        rows = measure(args, directory)
+    print(table(rows))
+    for line in goal_lines(rows):
+        print(line)
+    if args.json:
+        from spectui.session.machine import cpu_count
+
+        machine = {"platform": platform.platform(), "processor": platform.processor(), "cores": cpu_count(),
+                   "python": platform.python_version(), "clock": args.clock, "threads": args.threads}
+        args.json.write_text(json.dumps({"machine": machine, "args": sys.argv[1:], "rows": rows}, indent=1))
+    return 0 if all(r["same"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
