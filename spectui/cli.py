@@ -24,7 +24,7 @@ from spectui import __version__, argtypes, faults, limits
 from spectui.errors import SpectuiError
 
 Command = Callable[[argparse.Namespace], int]
-COMMANDS = ("chat", "bench", "pull", "list", "rm", "pair", "worker", "export")
+COMMANDS = ("chat", "bench", "pull", "list", "rm", "pair", "worker", "export", "doctor")
 PAIR_HELP = "a pair from `spectui list` (default: the last pulled pair, else the demo pair)"
 MODEL_REF = "a GGUF path, ollama:NAME[:TAG], lmstudio:PUBLISHER/REPO[/FILE] or hf:REPO:FILE (from the cache)"
 EXIT_BROKEN_PIPE = 141  # what a shell reports for a process ended by SIGPIPE (128 + 13)
@@ -200,6 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--repair", action="store_true",
                         help="a damaged chat store: move it aside and keep what can be read in a fresh one "
                         "(what the app does when it opens it)")
+
+    doctor = sub.add_parser("doctor", help="what llama.cpp was built with, this machine's GPUs, and how to use them")
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
 
 
@@ -225,6 +228,10 @@ def _command(name: str) -> Command:
         from spectui.export import export_command
 
         return export_command
+    if name == "doctor":
+        from spectui.session.doctor import doctor_command
+
+        return doctor_command
     from spectui.catalog import commands
 
     return {"pull": commands.pull_command, "list": commands.list_command, "rm": commands.rm_command}[name]

@@ -140,7 +140,7 @@ def test_archs_lists_agree_with_each_other() -> None:
 def test_list_shows_drafter_and_hybrid_before_pulling(spectui_home: Path, capsys) -> None:
     write_user_catalog(spectui_home, GOOD_PAIR)
     assert main(["list", "--json"]) == 0
-    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)["pairs"]}
     assert (rows["qwen3.6-27b-mtp"]["drafter"], rows["qwen3.6-27b-mtp"]["hybrid"]) == ("mtp", True)
     assert rows["qwen3.6-27b-mtp"]["target_arch"] == "qwen35"
     assert (rows["gemma4-12b-mtp"]["drafter"], rows["gemma4-12b-mtp"]["hybrid"]) == ("mtp", False)

@@ -260,7 +260,7 @@ def test_pair_add_then_chat_and_rm_never_delete_another_tools_files(stores: Layo
     pair = resolve_pair("mine")
     assert pair.target == stores.blob(stores.files.target) and pair.draft.parent.name == COMMIT
     assert main(["list", "--json"]) == 0
-    assert any(row["name"] == "mine" and row["pulled"] for row in json.loads(capsys.readouterr().out))
+    assert any(row["name"] == "mine" and row["pulled"] for row in json.loads(capsys.readouterr().out)["pairs"])
     assert main(["rm", "mine"]) == 0
     assert pair.target.is_file() and pair.draft.is_file()
     assert main(["pair", "add", "worse", "--target", "ollama:tiny",

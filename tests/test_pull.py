@@ -86,7 +86,7 @@ def test_pair_pulls_and_is_listed(tiny_on_hub: FakeHub, tiny_pair, capsys) -> No
     assert {r.authorization for r in tiny_on_hub.state.requests} == {"Bearer hf_test_token"}
 
     assert main(["list", "--json"]) == 0
-    listed = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    listed = {row["name"]: row for row in json.loads(capsys.readouterr().out)["pairs"]}
     assert listed["tiny"]["pulled"] is True
     assert listed["tiny"]["target"] == str(pair.target)
     assert listed["qwen2.5-7b"]["pulled"] is False

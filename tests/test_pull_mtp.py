@@ -127,7 +127,7 @@ def test_mtp_heads_pair_pulls_without_a_draft(
     assert projector_requests(hub) == []
 
     assert main(["list", "--json"]) == 0
-    row = next(r for r in json.loads(capsys.readouterr().out) if r["name"] == "tinymtp")
+    row = next(r for r in json.loads(capsys.readouterr().out)["pairs"] if r["name"] == "tinymtp")
     assert row["pulled"] and row["draft"] is None
     assert (row["drafter"], row["target_arch"], row["hybrid"]) == ("mtp", "qwen35", True)
     assert main(["list"]) == 0

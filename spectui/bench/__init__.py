@@ -181,8 +181,11 @@ def run_bench(gen: Generator, args: argparse.Namespace, choice: ModelChoice, thr
     kind = None if choice.drafter.kind == "auto" else choice.drafter.kind
     work = replace(workload(gen, args.prompt or DEFAULT_PROMPTS, config, kind), cancelled=cancelled)
     refusals.prompts_fit(work.prompts, config.max_tokens, gen.target.n_ctx)
+    from spectui.session.doctor import this_machine
+
     info = RunInfo(choice.target, choice.drafter.draft, kind or gen.default_kind, gen.label(kind),
-                   devices(gen), threads=threads, target_arch=gen.target.arch, rollback=gen.target.rollback)
+                   devices(gen), threads=threads, target_arch=gen.target.arch, rollback=gen.target.rollback,
+                   system=this_machine().as_json())
     results = measure(gen, work, ks, args.repeat)
     return [make_row(k, config, bases, specs, info) for k, (bases, specs) in results.items()]
 

@@ -120,6 +120,8 @@ class BenchRow:
     `rollback` and `bookkeeping`, and `llama` (inside them) beside it."""
     baseline_host_ms_per_cycle: dict[str, float] = field(default_factory=dict)
     """The same for the baseline (K = 0: one row read per cycle)."""
+    system: dict[str, object] = field(default_factory=dict)
+    """What `spectui doctor --json` says: llama.cpp's build and devices, this machine's GPUs."""
 
 
 def peak_rss_mb() -> float:
@@ -150,6 +152,7 @@ class RunInfo:
     threads: int = 0
     target_arch: str = ""
     rollback: str = ""
+    system: dict[str, object] = field(default_factory=dict)
 
 
 def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], specs: list[RunTotals],
@@ -192,6 +195,7 @@ def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], s
         sampling=config.sampling.describe(),
         host_ms_per_cycle=host_per_cycle(specs),
         baseline_host_ms_per_cycle=host_per_cycle(bases),
+        system=info.system,
     )
 
 

@@ -85,7 +85,10 @@ def list_command(args: argparse.Namespace) -> int:
 
     rows = list_pairs()
     if args.json:
-        print(json.dumps([row.as_json() for row in rows], indent=2))
+        from spectui.session.doctor import this_machine
+
+        # `system`: what `spectui doctor --json` says (llama.cpp's build, devices, this machine's GPUs)
+        print(json.dumps({"pairs": [row.as_json() for row in rows], "system": this_machine().as_json()}, indent=2))
     else:
         from spectui import paths
 

@@ -47,7 +47,8 @@ DecodeListener = Callable[[int, Sequence[int]], None]
 output buffers still hold that decode's results (e.g. the MTP drafter reads the hidden rows)."""
 
 
-def _init_backend() -> None:
+def init_backend() -> None:
+    """Install the log hook and initialise llama.cpp's backends, once per process."""
     global _backend_ready
     if not _backend_ready:
         llama_log.install()
@@ -60,7 +61,7 @@ def gpu_offload_available() -> bool:
     also true for a CPU-only build with the RPC backend (src/llama.cpp:102-109)."""
     from spectui.engine.rpc import local_gpu_devices
 
-    _init_backend()
+    init_backend()
     return bool(local_gpu_devices())
 
 
@@ -129,7 +130,7 @@ class LlamaModel(ModelVocabulary):
         """
         file = Path(path).expanduser()
         gguf_file.check_readable(file)
-        _init_backend()
+        init_backend()
         if n_gpu_layers is None:
             n_gpu_layers = -1 if rpc is not None or gpu_offload_available() else 0
         params = llama_cpp.llama_model_default_params()

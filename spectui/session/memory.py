@@ -6,9 +6,11 @@ and hybrid models add their recurrent state (f32), times 1 + n_rs_seq where the 
 rollback snapshots (`spectui.engine.recurrent`). An EAGLE-3 / DFlash head adds, besides its own
 weights and one-layer KV cache, the target's tapped layer inputs it reads (n_batch rows of each
 tapped layer, f32, in the target's output buffer). Free RAM comes from
-/proc/meminfo (`MemAvailable`), free VRAM from `nvidia-smi` where it exists. When the weights
+/proc/meminfo (`MemAvailable`), free VRAM from llama.cpp's own device registry (every GPU it
+would spread layers over: CUDA, Metal, Vulkan, ROCm), else from `nvidia-smi`. When the weights
 would not fit in free VRAM, fewer target layers are offloaded instead of letting the load fail;
-everything else is a warning, never a refusal.
+everything else is a warning, never a refusal. A GPU the build cannot use is the first warning,
+with the command that rebuilds llama-cpp-python for it (`spectui.session.doctor`).
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ class MemoryPlan:
     warnings: list[str] = field(default_factory=list)
     n_gpu_layers: int | None = None
     draft_n_gpu_layers: int | None = None
+    gpu_header: str = ""
+    """For the panel's header: a GPU this machine has and the build cannot use (empty: none)."""
 
     def apply(self, drafter: DrafterSpec) -> DrafterSpec:
         """The drafter spec with the draft offload this plan settled on."""
@@ -220,17 +224,21 @@ def plan_run(target: Path, drafter: DrafterSpec, n_ctx: int, n_gpu_layers: int |
 
     Raises `ModelLoadError` for a file that is missing or not a GGUF (one line, before loading).
     """
+    from spectui.engine.build_info import read_build_info
     from spectui.engine.gguf_file import check_readable
-    from spectui.engine.model import gpu_offload_available
+    from spectui.session.doctor import this_machine
 
     for path in filter(None, (target, drafter.draft)):
         check_readable(path)
+    machine = this_machine()
+    unused = [machine.advice] if machine.advice else []
     try:
         target_fp = read_footprint(target)
         draft_fp = read_footprint(drafter.draft) if drafter.draft else None
     except Exception:  # a damaged header: llama.cpp's load will say what is wrong
-        return MemoryPlan(n_gpu_layers=n_gpu_layers, draft_n_gpu_layers=drafter.draft_n_gpu_layers)
-    gpu = gpu_offload_available()
-    return plan(target_fp, draft_fp, n_ctx, gpu=gpu, n_gpu_layers=n_gpu_layers,
-                draft_n_gpu_layers=drafter.draft_n_gpu_layers, ram=mem_available_bytes(),
-                vram=free_vram_bytes() if gpu else None)
+        return MemoryPlan(unused, n_gpu_layers, drafter.draft_n_gpu_layers, machine.header())
+    build = read_build_info()  # free memory now
+    vram = (sum(d.free_bytes for d in build.gpus) or free_vram_bytes()) if build.gpu_offload else None
+    result = plan(target_fp, draft_fp, n_ctx, gpu=build.gpu_offload, n_gpu_layers=n_gpu_layers,
+                  draft_n_gpu_layers=drafter.draft_n_gpu_layers, ram=mem_available_bytes(), vram=vram)
+    return replace(result, warnings=[*unused, *result.warnings], gpu_header=machine.header())

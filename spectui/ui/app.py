@@ -42,6 +42,7 @@ from spectui.ui.lifecycle import Lifecycle
 from spectui.ui.messages import (
     BaselineMeasured,
     EngineFailed,
+    GpuUnused,
     LoadProgress,
     LoadWarning,
     ModelsLoaded,
@@ -251,6 +252,10 @@ class SpectuiApp(Lifecycle, Fitting, Controls, Replies, ChatActions, EngineWorke
 
     def on_load_progress(self, message: LoadProgress) -> None:
         self.set_status(message.label + "…", message.fraction)
+
+    def on_gpu_unused(self, message: GpuUnused) -> None:
+        self.panel.state.gpu_line = message.text
+        self.panel.show()
 
     async def on_load_warning(self, message: LoadWarning) -> None:
         text = self.options.renamed(message.text)

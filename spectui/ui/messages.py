@@ -38,6 +38,13 @@ class LoadWarning(Message):
 
 
 @dataclass
+class GpuUnused(Message):
+    """The machine has a GPU this llama.cpp cannot use: the panel's header says so."""
+
+    text: str
+
+
+@dataclass
 class ModelsLoaded(Message):
     """Target and drafters are loaded and checked; a reply can start once the baseline is in."""
 

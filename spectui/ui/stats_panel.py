@@ -164,6 +164,8 @@ class PanelState:
     """What the calibration after load paid for in advance (warm start)."""
     measuring: bool = True
     """A model is loading and the baseline will be measured; False once that ended or failed."""
+    gpu_line: str = ""
+    """A GPU this machine has and llama.cpp cannot use (`spectui doctor` says how); empty: none."""
     settings_line: str = ""
     """The chat's settings in one line (`T=0.8 top-p 0.95 · seed 7 · thinking on`)."""
     thinking_tokens: int | None = None
@@ -202,6 +204,7 @@ class StatsPanel(Vertical):
         self.state = PanelState()
 
     def compose(self) -> ComposeResult:
+        yield Static(id="gpu-line")
         yield Static(id="settings-line")
         yield Static(id="figures")
         yield Label("acceptance per cycle", classes="spark-label")
@@ -235,6 +238,9 @@ class StatsPanel(Vertical):
         for label, value in rows:  # Text, not markup: a drafter's label names its file
             grid.add_row(Text(label), Text(line(value)))
         self.query_one("#figures", Static).update(grid)
+        gpu_line = self.query_one("#gpu-line", Static)
+        gpu_line.update(Text(line(state.gpu_line)))
+        gpu_line.display = bool(state.gpu_line)
         self.query_one("#settings-line", Static).update(Text(line(state.settings_line)))
         self.query_one("#accept-spark", Sparkline).data = acceptance_series(state.cycles)
         speeds = speed_series(state.cycles) if self.show_timings else []

@@ -34,6 +34,7 @@ from spectui.session.options import ChatOptions
 from spectui.ui.messages import (
     BaselineMeasured,
     EngineFailed,
+    GpuUnused,
     LoadProgress,
     LoadWarning,
     ModelsLoaded,
@@ -197,6 +198,8 @@ class EngineWorkers:
             plan = self._memory_plan(options)
             for warning in plan.warnings:
                 self.post_message(LoadWarning(warning))
+            if plan.gpu_header:
+                self.post_message(GpuUnused(plan.gpu_header))
             with self.session.lock:
                 self.session.release()
                 self._load_locked(options, plan, lambda: worker.is_cancelled, history)

@@ -24,9 +24,6 @@ from spectui.engine.rpc.relay import Relay, Traffic
 from spectui.engine.rpc.wire import Endpoint, WorkerInfo, parse_endpoints, probe
 from spectui.errors import RpcError, WorkerLostError
 
-REBUILD_COMMAND = (
-    'CMAKE_ARGS="-DGGML_RPC=ON" pip install --force-reinstall --no-cache-dir llama-cpp-python==0.3.36'
-)
 DEV_TYPE_CPU, DEV_TYPE_GPU, DEV_TYPE_IGPU, DEV_TYPE_ACCEL = 0, 1, 2, 3  # ggml-backend.h:134-145
 
 
@@ -98,9 +95,12 @@ def rpc_available() -> bool:
 def require_rpc() -> _Ggml:
     ggml = _ggml()
     if ggml is None or not rpc_available():
+        from spectui.engine.build_info import current_flags, read_build_info, reinstall_command
+
+        command = reinstall_command(current_flags(read_build_info()))
         raise RpcError(
-            "this llama-cpp-python was built without llama.cpp's RPC backend; rebuild it with "
-            f"{REBUILD_COMMAND} (--no-cache-dir: pip's wheel cache ignores CMAKE_ARGS)"
+            f"this llama-cpp-python was built without llama.cpp's RPC backend; rebuild it with {command} "
+            "(--no-cache-dir: pip's wheel cache ignores CMAKE_ARGS)"
         )
     return ggml
 
