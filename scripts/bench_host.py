@@ -25,9 +25,15 @@ swaps back): `sampling.reference_distribution` (a partition of the whole row) an
 `ctypeslib.as_array` for every logits view. Both paths must emit the same tokens (same seed): the
 `same` column says so, and a difference fails the run.
 
+`--llama-sampling` measures another way in instead: argmax and top-k done by llama.cpp's
+backend sampling (in the graph, on the device) against numpy on the rows, decode included.
+
 `--clock cpu` reads the main thread's CPU time instead of wall time: on a busy machine a
 preempted thread's wait would otherwise count as host work. Report wall figures from a quiet
-machine; cpu figures from a busy one, saying so.
+machine; cpu figures from a busy one, saying so. The load average before and after is printed.
+llama.cpp's OpenMP workers spin after each decode (ggml-cpu.c:3902-3914 asks for 200 ms), and the
+host work right after a decode ran up to ~8x slower here while they did: run once more with
+`OMP_WAIT_POLICY=PASSIVE` in the environment to see what that costs or saves on a given machine.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import platform
 import statistics
 import sys
@@ -166,6 +173,112 @@ def goal_lines(rows: list[dict]) -> list[str]:
     return found
 
 
+def llama_side(args: argparse.Namespace, directory: Path) -> list[dict]:
+    """Argmax / top-k on llama.cpp's side (backend sampling: `llama_set_sampler`, then
+    `llama_get_sampled_token_ith` / `_candidates_ith`) against numpy on the logits rows, timed
+    whole (decode + reading the answer), interleaved: a draft's one-row pass and a pass of
+    K+1 = 9 rows. On a GPU the backend variant spares copying rows x n_vocab floats to the host;
+    on the CPU its top-k is std::partial_sort over the row (ggml-cpu/ops.cpp:8786-8823) and its
+    argmax a single-thread scalar loop (ops.cpp:1570, vec.h:1618). Not used by spectui yet."""
+    import llama_cpp
+
+    from spectui.engine.model import MAX_LOGIT_ROWS, LlamaModel
+
+    defaults = llama_cpp.llama_context_default_params
+
+    def with_outputs_per_seq() -> object:  # backend sampling serves 1 row per sequence by default
+        params = defaults()
+        params.n_outputs_max_per_seq = MAX_LOGIT_ROWS
+        return params
+
+    rows = []
+    llama_cpp.llama_context_default_params = with_outputs_per_seq
+    for n_vocab in args.vocab:
+        target, _ = write_pair(directory, n_vocab, args.agreement)
+        # three contexts on one file: plain logits (numpy), a greedy chain, a top-k chain attached
+        # for good (a chain is initialised for the backend once: llama-sampler.cpp:739), so the
+        # ways take turns round by round
+        models = {way: LlamaModel.load(target, n_ctx=512, n_threads=args.threads)
+                  for way in ("numpy", "greedy", "top_k")}
+        chains = [_chain("greedy"), _chain("top_k")]
+        try:
+            llama_cpp.llama_set_sampler(models["greedy"].context_handle, 0, chains[0])
+            llama_cpp.llama_set_sampler(models["top_k"].context_handle, 0, chains[1])
+            for model in models.values():
+                model.sync(model.tokenize(PROMPT))
+            for n_rows in (1, 9):
+                rows.extend(_compare_sides(models, n_vocab, n_rows, args.rounds * 10))
+        finally:
+            for model in models.values():
+                llama_cpp.llama_set_sampler(model.context_handle, 0, None)
+                model.close()
+            for chain in chains:
+                llama_cpp.llama_sampler_free(chain)
+    llama_cpp.llama_context_default_params = defaults
+    return rows
+
+
+def _chain(kind: str) -> object:
+    import llama_cpp
+
+    chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+    llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_greedy() if kind == "greedy"
+                                      else llama_cpp.llama_sampler_init_top_k(40))
+    return chain
+
+
+def _one_pass(model, tokens: list[int], kind: str, way: str) -> list:
+    """Decode `tokens` with logits on every row, then each row's argmax / top-40 ids."""
+    import llama_cpp
+    import numpy as np
+
+    from spectui.engine import sampling
+
+    n = len(tokens)
+    if way == "numpy":
+        logits = model.extend(tokens, n_logits=n)
+        return [int(np.argmax(row)) if kind == "greedy" else sampling.top_k_ids(row, 40) for row in logits]
+    model._decode(tokens, n_logits=n)
+    read = llama_cpp.llama_get_sampled_token_ith if kind == "greedy" else llama_cpp.llama_get_sampled_candidates_ith
+    return [read(model.context_handle, i - n) for i in range(n)]
+
+
+def _same(kind: str, answers: dict) -> bool:
+    """Whether both ways found the same argmax per row / the same top-40 ids (as sets)."""
+    import numpy as np
+
+    mine, theirs = answers[(kind, "numpy")], answers[(kind, "llama")]
+    if kind == "greedy":
+        return [int(t) for t in mine] == [int(t) for t in theirs]
+    count = len(mine[0])
+    pairs = zip(mine, theirs, strict=True)
+    return all(set(np.asarray(a).tolist()) == {int(b[j]) for j in range(count)} for a, b in pairs)
+
+
+def _compare_sides(models: dict, n_vocab: int, n_rows: int, rounds: int) -> list[dict]:
+    tokens = list(range(300, 300 + n_rows))
+    bases = {way: len(model.cached) for way, model in models.items()}
+    times: dict[tuple[str, str], list[float]] = {}
+    answers: dict[tuple[str, str], list] = {}
+    for round_no in range(rounds + 1):
+        for kind in ("greedy", "top_k"):
+            for way in ("numpy", "llama"):
+                model = models["numpy" if way == "numpy" else kind]
+                model.truncate(bases["numpy" if way == "numpy" else kind])
+                start = time.perf_counter()
+                answers[(kind, way)] = _one_pass(model, tokens, kind, way)
+                if round_no:  # the first pass of each shape builds its graph
+                    times.setdefault((kind, way), []).append(time.perf_counter() - start)
+    found = []
+    for kind in ("greedy", "top_k"):
+        numpy_ms, llama_ms = (1e3 * statistics.median(times[(kind, way)]) for way in ("numpy", "llama"))
+        found.append({"vocab": n_vocab, "rows": n_rows, "op": kind, "numpy_ms": round(numpy_ms, 3),
+                      "llama_ms": round(llama_ms, 3), "same_tokens": _same(kind, answers)})
+        print(f"{n_vocab:>7} rows {n_rows}: {kind:<6} decode + numpy {numpy_ms:7.2f} ms, "
+              f"decode + llama.cpp's sampler {llama_ms:7.2f} ms")
+    return found
+
+
 def csv_of(kind):
     return lambda text: [kind(part) for part in text.split(",") if part.strip()]
 
@@ -182,16 +295,28 @@ def main() -> int:
     parser.add_argument("--agreement", choices=("full", "partial"), default="full")
     parser.add_argument("--dir", type=Path, default=None, help="keep the generated models here (default: a temp dir)")
     parser.add_argument("--json", type=Path, default=None, help="write the rows and the machine here")
+    parser.add_argument("--llama-sampling", action="store_true",
+                        help="instead: argmax/top-k by llama.cpp's backend sampling against numpy, per pass")
     args = parser.parse_args()
+    if args.llama_sampling:
+        with tempfile.TemporaryDirectory(prefix="bench-host-") as scratch:
+            found = llama_side(args, args.dir or Path(scratch))
+        if args.json:
+            args.json.write_text(json.dumps({"args": sys.argv[1:], "llama_sampling": found}, indent=1))
+        return 0
 
     from spectui.engine import hostcost
 
     if args.clock == "cpu":
         hostcost.use_clock(time.thread_time)
+    load_before = os.getloadavg()
     with contextlib.ExitStack() as stack:
         directory = args.dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-host-")))
         directory.mkdir(parents=True, exist_ok=True)
         rows = measure(args, directory)
+    load_after = os.getloadavg()
+    print(f"load average (1 min) {load_before[0]:.1f} before, {load_after[0]:.1f} after, on "
+          f"{os.cpu_count()} cores; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}")
     print(table(rows))
     for line in goal_lines(rows):
         print(line)
@@ -199,7 +324,9 @@ def main() -> int:
         from spectui.session.machine import cpu_count
 
         machine = {"platform": platform.platform(), "processor": platform.processor(), "cores": cpu_count(),
-                   "python": platform.python_version(), "clock": args.clock, "threads": args.threads}
+                   "python": platform.python_version(), "clock": args.clock, "threads": args.threads,
+                   "load_average_before": load_before[0], "load_average_after": load_after[0],
+                   "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
         args.json.write_text(json.dumps({"machine": machine, "args": sys.argv[1:], "rows": rows}, indent=1))
     return 0 if all(r["same"] for r in rows) else 1
 

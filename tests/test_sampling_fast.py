@@ -19,6 +19,13 @@ import pytest
 from spectui.engine import sampling
 from spectui.engine.config import SamplingConfig
 
+
+@pytest.fixture(autouse=True)
+def fast_path_at_every_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The strided path serves 100k+ vocabularies; here it runs at every size tested."""
+    monkeypatch.setattr(sampling, "FAST_FROM_VOCAB", 0)
+
+
 CONFIGS = [
     SamplingConfig(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05),  # the app's sampled default
     SamplingConfig(temperature=1.0, top_k=10, top_p=1.0, min_p=0.0),  # the draft's greedy confidence
@@ -73,11 +80,15 @@ def test_a_row_with_nan_falls_back_to_the_plain_partition() -> None:
     assert np.array_equal(np.sort(ids), np.sort(np.argpartition(logits, -40)[-40:]))
 
 
-def test_the_small_vocabulary_of_the_test_models_takes_the_plain_path() -> None:
-    """Below 2k sampled logits there is nothing to cut: the plain partition runs (so a test that
-    wants the fast path on the tiny models must shorten the stride, as test_lossless_sampling does)."""
+def test_small_vocabularies_take_the_plain_partition(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below 2k sampled logits there is nothing to cut, and below FAST_FROM_VOCAB the plain
+    partition is as fast: both run it (a test that wants the fast path on the tiny models lowers
+    both, as test_lossless_sampling does)."""
     logits = rows(277, 5)["normal"]
     assert np.array_equal(sampling.top_k_ids(logits, 40), np.argpartition(logits, -40)[-40:])
+    monkeypatch.setattr(sampling, "FAST_FROM_VOCAB", 100_000)
+    row = rows(32000, 5)["normal"]
+    assert np.array_equal(sampling.top_k_ids(row, 40), np.argpartition(row, -40)[-40:])
 
 
 def test_threads_do_not_share_the_reused_mask() -> None:

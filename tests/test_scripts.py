@@ -67,3 +67,20 @@ def test_bench_heads_runs_the_tiny_heads_and_matches_llama_cpp(tmp_path: Path, w
     # 37 tokens (docs/BENCHMARKS.md); the verdicts are compared while the contexts are the same
     assert all((row["identical"] or row["shared"] >= 16) and row["cycles_compared"] >= 10
                and row["cycles_agree"] == row["cycles_compared"] for row in theirs)
+
+
+def test_bench_host_measures_the_old_and_the_new_path_on_the_same_tokens(tmp_path: Path):
+    out = tmp_path / "host.json"
+    run_script("scripts/bench_host.py", "--vocab", "6000", "-k", "2", "--temperatures", "0,0.8", "--rounds", "1",
+               "--max-tokens", "8", "--threads", "1", "--dir", str(tmp_path), "--json", str(out))
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["temperature"], r["k"]) for r in rows] == [(0.0, 2), (0.8, 2)]
+    for row in rows:
+        assert row["same"] is True and row["acceptance"] == 1.0  # the draft is the target itself
+        assert row["old_host_ms"] > 0 and row["new_host_ms"] > 0 and row["new_llama_ms"] > 0
+    llama = tmp_path / "llama.json"
+    run_script("scripts/bench_host.py", "--llama-sampling", "--vocab", "6000", "--rounds", "1", "--threads", "1",
+               "--dir", str(tmp_path), "--json", str(llama))
+    found = json.loads(llama.read_text())["llama_sampling"]
+    assert {(r["rows"], r["op"]) for r in found} == {(1, "greedy"), (1, "top_k"), (9, "greedy"), (9, "top_k")}
+    assert all(r["numpy_ms"] > 0 and r["llama_ms"] > 0 and r["same_tokens"] for r in found)
