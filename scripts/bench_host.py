@@ -21,8 +21,8 @@ have. `partial` drafts with the first of two layers (acceptance well below 1).
 Each round runs every (vocab, T, K) on the OLD code path and the NEW one, interleaved and in
 alternating order, so a neighbour's load falls on both alike: the figure is the median per cycle
 over the rounds. OLD is the code before issue #27 (kept callable here: `old_path()` lists what it
-swaps back): `sampling.reference_distribution` (a partition of the whole row) and numpy's
-`ctypeslib.as_array` for every logits view. Both paths must emit the same tokens (same seed): the
+swaps back): `sampling.reference_distribution` (a partition of the whole row) and a fresh
+`np.ctypeslib.as_array` for every logits view. Both paths must emit the same tokens (same seed): the
 `same` column says so, and a difference fails the run.
 
 `--llama-sampling` measures another way in instead: argmax and top-k done by llama.cpp's
@@ -81,13 +81,13 @@ def old_path() -> Iterator[None]:
 
     from spectui.engine import model, sampling
 
-    saved = sampling.distribution, model.float_view
+    saved = sampling.distribution, model.LlamaModel._logits_view
     sampling.distribution = sampling.reference_distribution
-    model.float_view = lambda pointer, shape: np.ctypeslib.as_array(pointer, shape=shape)
+    model.LlamaModel._logits_view = lambda self, first, n: np.ctypeslib.as_array(first, shape=(n, self.n_vocab))
     try:
         yield
     finally:
-        sampling.distribution, model.float_view = saved
+        sampling.distribution, model.LlamaModel._logits_view = saved
 
 
 def run_once(gen, prompt: list[int], k: int, temperature: float, max_tokens: int) -> tuple[dict, tuple]:

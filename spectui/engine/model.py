@@ -98,6 +98,7 @@ class LlamaModel(ModelVocabulary):
             self._rewinder = Rewinder(self._ctx, self.rollback, llama_cpp.llama_n_rs_seq(self._ctx), path.name)
         self.n_ctx: int = llama_cpp.llama_n_ctx(self._ctx) if self._ctx else 0
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1) if self._ctx else None
+        self._views: dict[tuple[int | None, int], np.ndarray] = {}
 
     # ----- loading -------------------------------------------------------------------------
 
@@ -194,6 +195,7 @@ class LlamaModel(ModelVocabulary):
         return ctx
 
     def close(self) -> None:
+        self._views.clear()
         if self._batch is not None:
             llama_cpp.llama_batch_free(self._batch)
             self._batch = None
@@ -362,7 +364,17 @@ class LlamaModel(ModelVocabulary):
         started = hostcost.now()
         first = llama_cpp.llama_get_logits_ith(self._ctx, -n_logits)  # waits for an async backend
         hostcost.add_llama(started)
-        return float_view(first, (n_logits, self.n_vocab))
+        return self._logits_view(first, n_logits)
+
+    def _logits_view(self, first: ctypes._Pointer, n_logits: int) -> np.ndarray:
+        """The rows at `first` as numpy, reusing the view made the last time llama.cpp answered
+        this address for this many rows (its output buffer stays put: a decode of one row, as a
+        draft's, gets the same address each time): ~20 us less per decode right after one."""
+        key = (ctypes.cast(first, ctypes.c_void_p).value, n_logits)
+        view = self._views.get(key)
+        if view is None:
+            view = self._views[key] = float_view(first, (n_logits, self.n_vocab))
+        return view
 
     def _decode_chunks(self, tokens: Sequence[int]) -> None:
         """Decode `tokens` without logits, n_batch at a time."""
