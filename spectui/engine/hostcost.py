@@ -4,7 +4,8 @@ On a GPU one verify pass of a 7B target takes ~10-20 ms, so host work per cycle 
 the noise on a CPU (reading K+1 rows of a 150k-250k vocabulary, sampling, acceptance, Python
 bookkeeping) becomes a real share of it. The engine therefore counts, per thread, the seconds
 spent inside llama.cpp's compute calls (`llama_decode` and the wait for its results in
-`llama_get_logits_ith`, `llama_process` for MTP heads): `in_llama()` reads the running total.
+`llama_get_logits_ith`, `llama_process` for MTP, EAGLE-3 and DFlash heads): `in_llama()` reads
+the running total.
 A cycle's host time is its wall time less what llama.cpp took during it, split by part:
 
 - `sampling`: the verify walk over the target's rows (argmax, or the processed distribution,

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 import llama_cpp
 import numpy as np
 
-from spectui.engine.model import LlamaModel
+from spectui.engine import hostcost
+from spectui.engine.model import LlamaModel, float_view
 from spectui.errors import ModelLoadError
 
 if TYPE_CHECKING:
@@ -94,7 +95,9 @@ class FeatureHeadContext:
         self._keep.clear()
 
     def _process(self, kind: int, what: str) -> None:
+        started = hostcost.now()
         status = llama_cpp.llama_process(self.ctx, kind, self._batch)
+        hostcost.add_llama(started)
         self._keep.clear()
         if status != 0:
             raise ModelLoadError(f"the head's {what} pass failed with status {status}")
@@ -133,7 +136,10 @@ class FeatureHeadContext:
 
     def logits(self, i: int) -> np.ndarray:
         """The logits of output row `i` (a view, valid until the next pass)."""
-        return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self.ctx, i), shape=(self.n_vocab,))
+        started = hostcost.now()
+        first = llama_cpp.llama_get_logits_ith(self.ctx, i)  # waits for an async backend
+        hostcost.add_llama(started)
+        return float_view(first, (self.n_vocab,))
 
     def hidden(self, n_rows: int) -> np.ndarray:
         """The head's hidden rows of the last pass (`t_h_nextn`: fc's output after an encode, the
