@@ -13,7 +13,17 @@ import json
 from dataclasses import dataclass
 
 from spectui.engine.build_info import BuildInfo, read_build_info
-from spectui.session.gpus import BACKENDS, MachineGpu, Probe, advice, as_json, backend_for, find_gpus, unused_gpus
+from spectui.session.gpus import (
+    BACKENDS,
+    MachineGpu,
+    Probe,
+    advice,
+    as_json,
+    backend_for,
+    find_gpus,
+    printable,
+    unused_gpus,
+)
 
 GIB = 1024**3
 
@@ -68,7 +78,7 @@ def gpu_note() -> str | None:
 
 def safe(text: str) -> str:
     """Text from outside (device names, driver files) printable on a terminal."""
-    return "".join(ch if ch.isprintable() else "?" for ch in text)
+    return printable(text)
 
 
 def _memory(free: int, total: int) -> str:

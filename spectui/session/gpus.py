@@ -112,7 +112,7 @@ def _nvidia_smi(probe: Probe) -> list[MachineGpu]:
         return []
     gpus = []
     for line in out.splitlines():
-        parts = [part.strip() for part in line.split(",")]
+        parts = [printable(part.strip()) for part in line.split(",")]
         if len(parts) >= 3 and parts[0]:
             memory = int(parts[1]) * MIB if parts[1].isdigit() else None
             gpus.append(MachineGpu("nvidia", parts[0], "nvidia-smi", memory, parts[2] or None))
@@ -174,10 +174,16 @@ def _rosetta(probe: Probe) -> bool:
 
 
 def _read(path: Path) -> str | None:
+    """A small system file's text, printable (another program wrote it), or None."""
     try:
-        return path.read_text(errors="replace")
+        return printable(path.read_text(errors="replace")[:4096], keep="\n")
     except OSError:
         return None
+
+
+def printable(text: str, keep: str = "") -> str:
+    """Text from outside, safe to print on a terminal: control characters become '?'."""
+    return "".join(ch if ch.isprintable() or ch in keep else "?" for ch in text)
 
 
 def unused_gpus(build: BuildInfo, gpus: list[MachineGpu]) -> list[MachineGpu]:
