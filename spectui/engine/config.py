@@ -6,7 +6,9 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, Protocol
+
+import numpy as np
 
 from spectui.limits import MAX_DRAFT, MAX_PROBABILITY, MAX_TEMPERATURE, MAX_TOP_K
 
@@ -14,15 +16,43 @@ AUTO: Literal["auto"] = "auto"
 DraftLength = int | Literal["auto"]
 
 
+class TokenConstraint(Protocol):
+    """Which tokens may come next (a grammar's live state during one reply; `engine.grammar`)."""
+
+    def allowed(self, ids: np.ndarray) -> np.ndarray:
+        """A boolean mask over `ids`: True where the token may come next."""
+
+    def accept(self, token: int) -> None:
+        """Advance past `token` (which `allowed` said may come next)."""
+
+    def fork(self) -> TokenConstraint:
+        """An independent copy of the current state (a drafter advances it along its proposal)."""
+
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class SamplingConfig:
-    """How a token is chosen from logits; the draft uses the same processing as the target."""
+    """How a token is chosen from logits; the draft uses the same processing as the target.
+
+    In order: `logit_bias` is added to the logits, `constraint` (the grammar) removes tokens
+    that may not come next, then top-k, temperature, top-p and min-p (`engine.sampling`). The
+    target's p and the drafter's q both go through all of it, so the rejection rule compares the
+    distributions the reply is promised to follow.
+    """
 
     temperature: float = 0.0
     top_k: int = 40
     top_p: float = 0.95
     min_p: float = 0.05
     seed: int | None = None
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    """(token, bias) pairs added to the logits before anything else (OpenAI's `logit_bias`);
+    a bias of -inf bans the token."""
+    grammar: str | None = None
+    """A GBNF grammar every reply must follow (llama.cpp's grammar sampler); None: free text."""
+    constraint: TokenConstraint | None = field(default=None, compare=False, repr=False)
+    """The grammar's live state during one reply: set by the generator, never by a caller."""
 
     @property
     def greedy(self) -> bool:
@@ -101,6 +131,9 @@ class GenerationConfig:
     max_tokens: int = 512
     stop: tuple[str, ...] = ()
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    logprobs: int | None = None
+    """None: no log-probabilities; n >= 0: each token's log-probability under the target, with
+    the n most likely alternatives (`TokenLogprobs` events)."""
     baseline_probe: int = 0
     """Decode this many tokens after the first with speculation off, timed apart: a baseline
     measured under this moment's conditions, at no extra cost (the reply is the same)."""

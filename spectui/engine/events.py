@@ -12,7 +12,9 @@ from spectui.limits import MAX_LOOKUP_DRAFT
 StopReason = Literal["eos", "stop", "length", "context", "cancelled", "worker", "file"]
 """Why a reply ended. The last three are faults (`spectui.faults` names each in one line):
 `context` the context filled up, `worker` an RPC worker stopped answering, `file` a model file was
-truncated or rewritten on disk while loaded. The reply up to the fault is kept."""
+truncated or rewritten on disk while loaded. The reply up to the fault is kept. The others: eos the
+model's end token; stop a stop string (or a grammar with no way on); length max_tokens;
+cancelled asked to stop."""
 FAULT_REASONS: frozenset[str] = frozenset({"context", "worker", "file"})
 
 
@@ -157,6 +159,23 @@ class Progress:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """One emitted token's log-probability under the target (softmax of its raw logits, whatever
+    the drafter proposed), and the most likely tokens at that position with theirs."""
+
+    token: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class TokenLogprobs:
+    """The log-probabilities of the tokens a cycle added to the reply (when asked for), in order."""
+
+    entries: tuple[TokenLogprob, ...]
+
+
+@dataclass(frozen=True)
 class Finished:
     """The last event of a generation."""
 
@@ -175,4 +194,4 @@ class Finished:
         return self.reason in FAULT_REASONS
 
 
-Event = TextPiece | Progress | Finished
+Event = TextPiece | Progress | TokenLogprobs | Finished

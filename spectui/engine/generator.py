@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,12 +24,24 @@ from spectui.engine.config import AUTO, DraftControl, GenerationConfig
 from spectui.engine.drafters.base import Budget, CappedBudget, Drafter, FixedBudget
 from spectui.engine.drafters.chain import ChainDrafter
 from spectui.engine.drafters.spec import BuildContext, DrafterInfo, DrafterSpec, HistorySource
-from spectui.engine.events import TARGET, CycleStats, Event, Finished, GenerationStats, Progress, StopReason
+from spectui.engine.events import (
+    TARGET,
+    CycleStats,
+    Event,
+    Finished,
+    GenerationStats,
+    Progress,
+    StopReason,
+    TokenLogprob,
+    TokenLogprobs,
+)
+from spectui.engine.grammar import Grammar
 from spectui.engine.heads import check_not_a_head
 from spectui.engine.model import LlamaModel, ProgressCallback
 from spectui.engine.rpc import RpcCluster
 from spectui.engine.rpc import connect as connect_rpc
-from spectui.engine.speculative import pick, speculative_step
+from spectui.engine.sampling import NoTokenAllowed
+from spectui.engine.speculative import pick, speculative_step, token_logprob
 from spectui.engine.textstream import TextStream
 from spectui.errors import ContextFullError, ModelFileError, SpectuiError, WorkerLostError
 
@@ -144,7 +157,9 @@ class Generator:
         control: DraftControl | None = None,
         cancelled: Callable[[], bool] = lambda: False,
     ) -> Iterator[Event]:
-        """Stream one reply to `prompt` (token ids). Blocking: run it in a worker thread."""
+        """Stream one reply to `prompt` (token ids). Blocking: run it in a worker thread.
+
+        A grammar that llama.cpp cannot parse raises `GrammarError` before anything is decoded."""
         control = control or DraftControl(0)
         reply = _Reply(self, config)
         try:
@@ -155,6 +170,10 @@ class Generator:
             yield from reply.finish("worker", f"{error} (the reply so far is kept)", error)
         except ModelFileError as error:
             yield from reply.finish("file", f"{error} (the reply so far is kept)", error)
+        except NoTokenAllowed as error:
+            yield from reply.finish("stop", str(error))
+        finally:
+            reply.close()
 
 
 class _Reply:
@@ -164,7 +183,8 @@ class _Reply:
         self.generator = generator
         self.target = generator.target
         self.config = config
-        self.cfg = config.sampling
+        self.grammar = Grammar.compile(self.target, config.sampling.grammar) if config.sampling.grammar else None
+        self.cfg = replace(config.sampling, constraint=self.grammar)
         self.rng = np.random.default_rng(config.sampling.seed)
         self.stats = GenerationStats()
         self.stream = TextStream(config.stop)
@@ -179,12 +199,14 @@ class _Reply:
         if len(prompt) >= self.target.n_ctx:
             raise ContextFullError.of(self.target.n_ctx)
         self.generator.check_health()
-        first = self._prefill(prompt, self.generator.drafter(control.drafter))
+        first, scored = self._prefill(prompt, self.generator.drafter(control.drafter))
         context = [*prompt, first]
         pieces, reason, emitted = self._accept([first], drafted=0, source=TARGET)
         self.stats.generated_tokens = emitted
         yield from pieces
         tail = 0.0  # the previous cycle's bookkeeping after its figures were taken
+        if scored is not None and emitted:
+            yield TokenLogprobs((scored,))
         while reason is None:
             laps = hostcost.Laps()
             if cancelled():
@@ -196,7 +218,8 @@ class _Reply:
             probe = self.stats.probe_tokens < self.config.baseline_probe
             drafter, budget = self._plan(control, probe)
             laps.lap("bookkeeping")
-            step = speculative_step(self.target, drafter, context, budget, self.cfg, self.rng)
+            step = speculative_step(self.target, drafter, context, budget, self.cfg, self.rng,
+                                    self.config.logprobs)
             laps.restart()
             if not probe:
                 self.auto.observe(step)
@@ -214,19 +237,25 @@ class _Reply:
             progress = Progress(cycle, self.stats.snapshot())
             tail = hostcost.now() - started
             yield from pieces
+            if step.logprobs and emitted:
+                yield TokenLogprobs(step.logprobs[:emitted])
             yield progress
         yield from self.finish(reason)
 
-    def _prefill(self, prompt: list[int], drafter: Drafter | None) -> int:
-        """Read the prompt (only the part not already cached) and pick the first token."""
+    def _prefill(self, prompt: list[int], drafter: Drafter | None) -> tuple[int, TokenLogprob | None]:
+        """Read the prompt (only the part not already cached) and pick the first token (and its
+        log-probability, when asked for)."""
         start = time.perf_counter()
         self.stats.prompt_tokens = len(prompt) - self.target.kept_on_sync(prompt)
         logits = self.target.sync(prompt)
         first = pick(logits, self.cfg, self.rng)
+        scored = token_logprob(logits, first, self.config.logprobs) if self.config.logprobs is not None else None
+        if self.grammar is not None:
+            self.grammar.accept(first)
         if drafter is not None:
             drafter.prefill(prompt)
         self.stats.prompt_seconds = time.perf_counter() - start
-        return first
+        return first, scored
 
     def _plan(self, control: DraftControl, probe: bool) -> tuple[Drafter | None, CappedBudget]:
         """This cycle's drafter and budget: the user's K or auto's, never past max_tokens or the
@@ -264,6 +293,10 @@ class _Reply:
             delta = self.target.rpc.traffic() - self._traffic_at_start
             self.stats.round_trips = delta.round_trips
             self.stats.network_wait_seconds = delta.wait_seconds
+
+    def close(self) -> None:
+        if self.grammar is not None:
+            self.grammar.close()
 
     def finish(self, reason: StopReason, message: str = "", error: SpectuiError | None = None) -> Iterator[Event]:
         self._count_traffic()

@@ -20,21 +20,35 @@ from spectui.safe_text import block
 LEVEL_CONT = 5
 
 _lines: deque[tuple[int, str]] = deque(maxlen=200)
+_written = 0
+"""Lines written since start (the ring buffer keeps the last 200 of them)."""
 _last_level = 0
 _echo = os.environ.get("SPECTUI_LLAMA_LOG") == "1"
 
 
 @llama_cpp.llama_log_callback
 def _on_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
-    global _last_level
+    global _last_level, _written
     if level == LEVEL_CONT:
         level = _last_level
     _last_level = level
     message = text.decode("utf-8", errors="replace")
     _lines.append((level, message))
+    _written += 1
     if _echo:
         print(block(message), end="", file=sys.stderr, flush=True)  # it quotes GGUF metadata
 
 
 def install() -> None:
     llama_cpp.llama_log_set(_on_log, ctypes.c_void_p(0))
+
+
+def mark() -> int:
+    """A position in the log: `since(mark())` later gives what llama.cpp said in between."""
+    return _written
+
+
+def since(position: int) -> list[str]:
+    """The lines written since `position` (those still in the ring buffer), oldest first."""
+    fresh = min(_written - position, len(_lines))
+    return [text for _, text in list(_lines)[len(_lines) - fresh:]] if fresh > 0 else []

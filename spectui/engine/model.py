@@ -235,6 +235,11 @@ class LlamaModel(ModelVocabulary):
         return self._model
 
     @property
+    def vocab_handle(self) -> llama_cpp.llama_vocab_p:
+        """llama.cpp's vocabulary, for a grammar over it (`engine.grammar`)."""
+        return self._vocab
+
+    @property
     def context_handle(self) -> llama_cpp.llama_context_p:
         """llama.cpp's context, for drafters that read it (MTP: hidden states, shared cache)."""
         return self._ctx

@@ -1,15 +1,15 @@
 """From logits to a processed next-token distribution, and drawing from it.
 
-Target and draft go through the *same* processing (temperature, top-k, top-p, min-p), so the
-speculative rule compares like with like: the output is distributed exactly as the target's
-processed distribution. Distributions are sparse (`ids`, `probs`): top-k keeps the work small
-even for a 262k-token vocabulary.
-
-`reference_distribution` is the processing written plainly (a partition of the whole row);
-`distribution` computes the same thing faster and is what the engine calls. On a GPU a verify
-pass of a 7B model takes ~10-20 ms, and partitioning K+1 rows of a 248k vocabulary took ~0.3 ms
-per row here, so the top-k ids are found from a strided sample first (`top_k_ids`); the tests
-hold the two to the same distribution on random rows with ties, and `scripts/bench_host.py`
+Target and draft go through the *same* processing (logit bias, grammar, top-k, temperature,
+top-p, min-p), so the speculative rule compares like with like: the output is distributed exactly
+as the target's processed distribution. Distributions are sparse (`ids`, `probs`): top-k keeps
+the work small even for a 262k-token vocabulary, and a grammar is asked only about the best
+candidates, best first, until top-k of them are allowed (the same tokens as masking the whole
+vocabulary first, at a fraction of the cost).
+On a GPU a verify pass of a 7B model takes ~10-20 ms, and partitioning K+1 rows of a 248k
+vocabulary took ~0.3 ms per row here, so without a grammar the top-k ids are found from a strided
+sample first (`top_k_ids`); `reference_distribution` is the processing written plainly, and the
+tests hold the two to the same distribution on random rows with ties; `scripts/bench_host.py`
 measures both in one run.
 """
 
@@ -20,7 +20,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spectui.engine.config import SamplingConfig
+from spectui.engine.config import SamplingConfig, TokenConstraint
+from spectui.errors import SpectuiError
+
+FIRST_ASKED = 64
+"""Candidates a grammar is first asked about when sampling (x8 each time too few are allowed)."""
+
+
+class NoTokenAllowed(SpectuiError):
+    """The grammar (or a logit bias of -inf on every token) allows no next token."""
 
 
 @dataclass(frozen=True)
@@ -48,25 +56,65 @@ def point_mass(token: int) -> Dist:
     return Dist(ids=np.array([token]), probs=np.array([1.0]))
 
 
-def greedy(logits: np.ndarray) -> int:
-    """The argmax token, straight from llama.cpp's logits view (no copy)."""
-    return int(np.argmax(logits))
+def greedy(logits: np.ndarray, cfg: SamplingConfig | None = None) -> int:
+    """The argmax token (after `cfg`'s logit bias and grammar, if any): straight from llama.cpp's
+    logits view, no copy, when there are none."""
+    if cfg is None or (not cfg.logit_bias and cfg.constraint is None):
+        return int(np.argmax(logits))
+    return int(_best(biased(logits, cfg), 1, cfg.constraint, first=1)[0])
+
+
+def biased(logits: np.ndarray, cfg: SamplingConfig) -> np.ndarray:
+    """The logits with `cfg.logit_bias` added (a copy), or the logits themselves without one."""
+    if not cfg.logit_bias:
+        return logits
+    scores = np.array(logits, dtype=np.float32)
+    ids = np.fromiter((t for t, _ in cfg.logit_bias), dtype=np.int64, count=len(cfg.logit_bias))
+    bias = np.fromiter((b for _, b in cfg.logit_bias), dtype=np.float32, count=len(cfg.logit_bias))
+    inside = (ids >= 0) & (ids < scores.shape[-1])
+    np.add.at(scores, ids[inside], bias[inside])
+    return scores
+
+
+def _best(scores: np.ndarray, want: int, constraint: TokenConstraint | None, first: int = FIRST_ASKED) -> np.ndarray:
+    """Ids of the `want` highest scores (all ids when want >= n_vocab) among the tokens the
+    constraint allows, best first when a constraint was asked; -inf scores (banned) never count.
+
+    A constraint is asked about the best `first` candidates, then 8 times as many, until enough
+    are allowed: the tokens found are exactly the best allowed ones.
+    """
+    n_vocab = scores.shape[-1]
+    if constraint is None:
+        ids = np.arange(n_vocab) if want >= n_vocab else top_k_ids(scores, want)
+        ids = _not_banned(scores, ids)
+        if ids.size == 0:
+            raise NoTokenAllowed("every token is banned by the logit bias")
+        return ids
+    asked = min(n_vocab, max(first, want))
+    while True:
+        ids = np.arange(n_vocab) if asked >= n_vocab else np.argpartition(scores, -asked)[-asked:]
+        ids = _not_banned(scores, ids[np.argsort(-scores[ids], kind="stable")])
+        kept = ids[constraint.allowed(ids)] if ids.size else ids
+        if kept.size >= want or asked >= n_vocab:
+            if kept.size == 0:
+                raise NoTokenAllowed("the grammar allows no next token here")
+            return kept[:want]
+        asked = min(n_vocab, asked * 8)
+
+
+def _not_banned(scores: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """`ids` without the tokens a bias of -inf banned (raw logits are always finite)."""
+    finite = scores[ids] > -np.inf
+    return ids if finite.all() else ids[finite]
 
 
 def distribution(logits: np.ndarray, cfg: SamplingConfig) -> Dist:
-    """Apply temperature, then top-k, top-p (nucleus) and min-p, as llama.cpp's samplers do.
-
-    The same distribution as `reference_distribution`, bit for bit: the same top-k values go
-    through the same float64 steps in the same order, so the probabilities come out identical.
-    Only where logits tie may the ids differ: which of the ids tied at the k-th largest logit are
-    kept, and the order of tied ids at a top-p cut, are a partition's arbitrary choice in both.
-    """
+    """Apply the logit bias and the grammar, then top-k, temperature, top-p (nucleus) and min-p,
+    as llama.cpp's samplers do."""
     n_vocab = logits.shape[-1]
-    if 0 < cfg.top_k < n_vocab:
-        ids = top_k_ids(logits, cfg.top_k)
-    else:
-        ids = np.arange(n_vocab)
-    scaled = logits[ids].astype(np.float64) / max(cfg.temperature, 1e-6)
+    scores = biased(logits, cfg)
+    ids = _best(scores, cfg.top_k if 0 < cfg.top_k < n_vocab else n_vocab, cfg.constraint)
+    scaled = scores[ids].astype(np.float64) / max(cfg.temperature, 1e-6)
     order = np.argsort(-scaled, kind="stable")
     ids, scaled = ids[order], scaled[order]
     probs = np.exp(scaled - scaled[0])
@@ -164,3 +212,18 @@ def reference_distribution(logits: np.ndarray, cfg: SamplingConfig) -> Dist:
         keep = min(keep, int(np.count_nonzero(probs >= cfg.min_p * probs[0])))
     ids, probs = ids[:keep], probs[:keep]
     return Dist(ids=ids, probs=probs / probs.sum())
+
+
+def token_logprobs(logits: np.ndarray, token: int, n_top: int) -> tuple[float, tuple[tuple[int, float], ...]]:
+    """log p(token) under the model's own distribution (softmax of the raw logits, as
+    llama-server reports them), and the `n_top` most likely tokens with theirs."""
+    row = np.asarray(logits, dtype=np.float64)
+    peak = row.max()
+    log_total = peak + np.log(np.exp(row - peak).sum())
+    top: tuple[tuple[int, float], ...] = ()
+    if n_top > 0:
+        n = min(n_top, row.shape[-1])
+        ids = np.argpartition(row, -n)[-n:]
+        ids = ids[np.argsort(-row[ids], kind="stable")]
+        top = tuple((int(i), float(row[i] - log_total)) for i in ids)
+    return float(row[token] - log_total), top

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from spectui.engine import hostcost, sampling
 from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters.base import Budget, Drafter, Feedback, Proposal
+from spectui.engine.events import TokenLogprob
 from spectui.engine.model import LlamaModel
 
 
@@ -31,6 +32,8 @@ class StepResult:
     verify_seconds: float
     host: hostcost.HostCost = field(default_factory=hostcost.HostCost)
     """The host's seconds by part, outside llama.cpp's compute calls (and llama.cpp's beside them)."""
+    logprobs: tuple[TokenLogprob, ...] = ()
+    """Each emitted token's log-probability under the target (when asked for)."""
 
     @property
     def drafted(self) -> int:
@@ -53,11 +56,18 @@ def speculative_step(
     budget: Budget,
     cfg: SamplingConfig,
     rng: np.random.Generator,
+    logprobs: int | None = None,
 ) -> StepResult:
-    """One cycle: a proposal of up to budget.k tokens, one target pass, acceptance, rollback."""
+    """One cycle: a proposal of up to budget.k tokens, one target pass, acceptance, rollback.
+
+    `cfg` carries the reply's logit bias and grammar (`cfg.constraint`, at the end of the
+    context): p is computed after both, row by row, the grammar advanced past each token as it
+    is accepted, so p at row i is the constrained distribution after d_1..d_i. `logprobs`
+    (None: none) asks for each emitted token's log-probability and that many alternatives.
+    """
     t0, laps = time.perf_counter(), hostcost.Laps()
     # 1. The drafter proposes d_1..d_n (n <= k), each from its q (or deterministically).
-    proposal = drafter.propose(context, budget, cfg, rng) if drafter else Proposal()
+    proposal = _propose(drafter, context, budget, cfg, rng)
     drafted = proposal.tokens
     t1 = time.perf_counter()
     laps.lap("draft")
@@ -67,11 +77,12 @@ def speculative_step(
     logits = target.extend([context[-1], *drafted], n_logits=len(drafted) + 1)
     laps.lap("bookkeeping")
     # 3. Walk the proposal; stop at the first rejection.
+    grammar = cfg.constraint
     accepted, extra = 0, None
     for i, d in enumerate(drafted):
         if cfg.greedy:
             # T = 0: accept iff the draft token is the target's argmax, else take the argmax.
-            best = sampling.greedy(logits[i])
+            best = sampling.greedy(logits[i], cfg)
             if best != d:
                 extra = best
                 break
@@ -85,13 +96,20 @@ def speculative_step(
                 extra = sampling.sample(sampling.residual(p, q), rng)
                 break
         accepted += 1
+        if grammar is not None:
+            grammar.accept(d)  # p(d) > 0: the grammar allows d, and row i+1 follows it
     if extra is None:
         # All n accepted: the target's row n gives a bonus token for free.
         extra = pick(logits[len(drafted)], cfg, rng)
+    if grammar is not None:
+        grammar.accept(extra)
+    emitted = [*drafted[:accepted], extra]
+    # Row j scored emitted token j; read before the rollback (a re-read would overwrite the rows).
+    scored = tuple(token_logprob(logits[j], token, logprobs) for j, token in enumerate(emitted)) \
+        if logprobs is not None else ()
     laps.lap("sampling")
     # 4. Roll back: the target keeps last + the accepted prefix; the new token stays pending.
     target.truncate(n_cached + 1 + accepted)
-    emitted = [*drafted[:accepted], extra]
     t2 = time.perf_counter()
     laps.lap("rollback")
     # 5. Tell the drafter (it may read the target's kept rows, or learn from the verdict).
@@ -99,11 +117,32 @@ def speculative_step(
         drafter.feedback(Feedback(context, proposal, accepted, emitted, len(drafted) + 1))
     t3 = time.perf_counter()
     laps.lap("draft")
-    return StepResult(emitted, proposal, accepted, (t1 - t0) + (t3 - t2), t2 - t1, laps.cost())
+    return StepResult(emitted, proposal, accepted, (t1 - t0) + (t3 - t2), t2 - t1, laps.cost(), scored)
+
+
+def _propose(drafter: Drafter | None, context: Sequence[int], budget: Budget, cfg: SamplingConfig,
+             rng: np.random.Generator) -> Proposal:
+    """The drafter's proposal; under a grammar it drafts against its own copy of the state."""
+    if drafter is None:
+        return Proposal()
+    if cfg.constraint is None:
+        return drafter.propose(context, budget, cfg, rng)
+    fork = cfg.constraint.fork()
+    try:
+        return drafter.propose(context, budget, replace(cfg, constraint=fork), rng)
+    finally:
+        fork.close()
 
 
 def pick(logits: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator) -> int:
-    """The target's own choice: argmax at T = 0, else a draw from its processed distribution."""
+    """The target's own choice: argmax at T = 0, else a draw from its processed distribution
+    (both after the logit bias and the grammar)."""
     if cfg.greedy:
-        return sampling.greedy(logits)
+        return sampling.greedy(logits, cfg)
     return sampling.sample(sampling.distribution(logits, cfg), rng)
+
+
+def token_logprob(logits: np.ndarray, token: int, n_top: int) -> TokenLogprob:
+    """`token`'s log-probability under the target's raw distribution at this row."""
+    logprob, top = sampling.token_logprobs(logits, token, n_top)
+    return TokenLogprob(token, logprob, top)

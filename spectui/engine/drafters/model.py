@@ -8,6 +8,7 @@ token and the target's own token: one pass over two tokens).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -95,6 +96,11 @@ class DraftModelDrafter:
         self.model.close()
 
 
+NOTHING_ALLOWED = -1.0
+"""The confidence `choose` reports when the grammar allows no token: below any p_min, so the
+drafter stops."""
+
+
 def choose(logits: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator,
            p_min: float) -> tuple[int, Dist | None, float]:
     """The next draft token, the q it came from (None at T = 0), and the draft's confidence.
@@ -103,14 +109,32 @@ def choose(logits: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator,
     the same argmax). When sampling, a draft token d ~ q is accepted with min(1, p(d)/q(d)),
     which a spread-out q says nothing about, so it is 1.0 and K = auto goes by the measured
     acceptance per position instead. Every drafter that runs a network drafts this way.
+
+    q goes through the target's processing, logit bias and grammar included; under a grammar,
+    `cfg.constraint` is the drafter's own copy (see `speculative._propose`) and is advanced past
+    the token chosen, so the next one is constrained after it.
     """
-    if cfg.greedy:
-        confidence = 1.0
-        if p_min > 0.0:
-            confidence = sampling.distribution(logits, GREEDY_CONFIDENCE).top_prob()
-        return sampling.greedy(logits), None, confidence
-    q = sampling.distribution(logits, cfg)
-    return sampling.sample(q, rng), q, 1.0
+    try:
+        if cfg.greedy:
+            confidence = 1.0
+            if p_min > 0.0:
+                confidence = sampling.distribution(logits, _confidence_config(cfg)).top_prob()
+            token, q = sampling.greedy(logits, cfg), None
+        else:
+            q = sampling.distribution(logits, cfg)
+            token, confidence = sampling.sample(q, rng), 1.0
+    except sampling.NoTokenAllowed:
+        return 0, None, NOTHING_ALLOWED
+    if cfg.constraint is not None:
+        cfg.constraint.accept(token)
+    return token, q, confidence
+
+
+def _confidence_config(cfg: SamplingConfig) -> SamplingConfig:
+    """GREEDY_CONFIDENCE, with the reply's logit bias and grammar."""
+    if not cfg.logit_bias and cfg.constraint is None:
+        return GREEDY_CONFIDENCE
+    return replace(GREEDY_CONFIDENCE, logit_bias=cfg.logit_bias, constraint=cfg.constraint)
 
 
 def unavailable(spec: DrafterSpec, ctx: BuildContext) -> str | None:
