@@ -40,6 +40,7 @@ from spectui.cli import parse_k_list
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished
 from spectui.engine.generator import Generator, load_generator
+from spectui.session.reply import prepare
 from spectui.worker import WorkerProcess, spawn
 
 NETNS_HOST, NETNS_PEER = "10.231.0.1", "10.231.0.2"
@@ -172,7 +173,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     notes: list[str] = []
     with workers(args.workers, threads) as endpoints:
         gen = load_generator(target, draft, n_ctx=args.ctx, rpc=endpoints, n_threads=args.client_threads)
-        prompt = workload(gen, [args.prompt], GenerationConfig(), None).prompts[0]  # as bench renders it
+        work = workload(gen, [args.prompt], GenerationConfig(), None)
+        prompt = prepare(gen, work.chat_format, work.request(args.prompt, 0)).tokens  # as bench renders it
         cluster = gen.target.rpc
         layers = dict(cluster.layer_plan(gen.target.n_layer))
         placed = cluster.placed_bytes()

@@ -28,7 +28,7 @@ from spectui.chat.settings import ChatSettings
 from spectui.chat.store import ChatInfo, ChatStore, StoredMessage
 from spectui.errors import SpectuiError
 from spectui.faults import EXIT_FAULT, StoreDamaged
-from spectui.ui.summary import meta_line, plural
+from spectui.session.figures import ReplyFigures, meta_line, plural
 
 Format = Literal["md", "json"]
 FORMATS: tuple[Format, ...] = ("md", "json")
@@ -88,14 +88,15 @@ def _message_markdown(message: StoredMessage) -> list[str]:
     if message.role == "user":
         return ["## You", "", message.content]
     lines = ["## Assistant", ""]
+    figures = ReplyFigures.from_stored(message.stats)
     if message.reasoning:
-        tokens = message.stats.get("thinking_tokens")
-        counted = f" ({plural(tokens, 'token')})" if isinstance(tokens, int) else ""
+        tokens = figures.thinking_tokens if figures is not None else 0
+        counted = f" ({plural(tokens, 'token')})" if tokens else ""
         lines += [f"<details><summary>Thinking{counted}</summary>", "", message.reasoning, "", "</details>", ""]
     lines.append(message.content.strip("\n"))
-    figures = meta_line(message.stats) if message.complete else "interrupted (saved before it finished)"
-    if figures:
-        lines += ["", f"*{figures}*"]
+    line = meta_line(figures) if message.complete else "interrupted (saved before it finished)"
+    if line:
+        lines += ["", f"*{line}*"]
     return lines
 
 

@@ -41,6 +41,7 @@ from spectui.errors import (
 
 if TYPE_CHECKING:
     from spectui.engine.events import Finished
+    from spectui.session.reply import ReplyDone
 
 Surface = Literal["command", "app", "server"]
 FaultKind = Literal["worker-lost", "worker-unreachable", "model-file", "context-full", "store-damaged",
@@ -103,9 +104,10 @@ def of_error(error: BaseException, surface: Surface = "command") -> Fault:
     return Fault("error", str(error))
 
 
-def of_finished(finished: Finished, surface: Surface = "command") -> Fault | None:
+def of_finished(finished: Finished | ReplyDone, surface: Surface = "command") -> Fault | None:
     """The fault that cut a reply short, or None for a reply that ended as replies end (the
-    model's end, a stop string, the token limit, the user's stop)."""
+    model's end, a stop string, the token limit, the user's stop). The engine's `Finished` or
+    the reply core's `ReplyDone`: both say their reason, message and error."""
     if not finished.fault:
         return None
     if finished.error is not None:
@@ -114,7 +116,7 @@ def of_finished(finished: Finished, surface: Surface = "command") -> Fault | Non
     return Fault(kind, finished.message or f"the reply was cut ({finished.reason})", reload=kind != "context-full")
 
 
-def raise_for(finished: Finished) -> None:
+def raise_for(finished: Finished | ReplyDone) -> None:
     """Raise the error that cut this reply, if a fault did (for callers that cannot use a cut
     reply: a benchmark run, the calibration after a load)."""
     if finished.fault:

@@ -10,6 +10,7 @@ from spectui.chat import conversation as conversation_module
 from spectui.chat.conversation import Conversation
 from spectui.chat.store import ChatStore
 from spectui.chat.template import ChatMessage
+from spectui.session.figures import ReplyFigures
 
 
 def test_no_chat_row_until_the_first_message(tmp_path: Path) -> None:
@@ -33,9 +34,9 @@ def test_reply_is_saved_while_streaming_and_completed_at_the_end(
     assert [(m.role, m.content, m.complete) for m in rows] == [
         ("system", "Be brief.", True), ("user", "Hi", True), ("assistant", "Hello, wor", False)
     ]
-    chat.finish_reply("Hello, world", {"tokens": 3})
+    chat.finish_reply("Hello, world", ReplyFigures(reason="eos", tokens=3))
     assert store.messages(chat.chat_id)[-1].complete
-    assert store.messages(chat.chat_id)[-1].stats == {"tokens": 3}
+    assert ReplyFigures.from_stored(store.messages(chat.chat_id)[-1].stats) == ReplyFigures(reason="eos", tokens=3)
     assert not chat.save_partial("late")  # no reply in progress any more
 
 
@@ -44,7 +45,7 @@ def test_reopened_chat_rebuilds_the_prompt(tmp_path: Path) -> None:
     chat = Conversation(store, "tiny", system="Be brief.")
     chat.add_user("Hi")
     chat.start_reply()
-    chat.finish_reply("Hello", {})
+    chat.finish_reply("Hello", ReplyFigures(reason="eos"))
     chat.add_user("Again")
     assert chat.chat_id is not None
     reopened = Conversation.open(store, chat.chat_id)

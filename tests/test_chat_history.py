@@ -17,6 +17,7 @@ from spectui.chat.settings import ChatSettings
 from spectui.chat.store import COLUMNS, SCHEMA_VERSION, ChatStore
 from spectui.chat.template import ChatMessage
 from spectui.engine.config import LLAMA_CPP_SAMPLING, RecommendedSampling
+from spectui.session.figures import ReplyFigures
 
 VERSION_1 = """
 CREATE TABLE chats (id INTEGER PRIMARY KEY, title TEXT NOT NULL DEFAULT '', pair TEXT NOT NULL DEFAULT '',
@@ -108,7 +109,7 @@ def test_settings_mode_models_and_reasoning_are_saved_and_reopened(tmp_path: Pat
     assert store.list_chats() == []  # still no row before the first message
     chat.add_user("How many gears?")
     chat.start_reply()
-    chat.finish_reply("Four.", {"tokens": 9, "thinking_tokens": 6}, "Let me count.")
+    chat.finish_reply("Four.", ReplyFigures(reason="eos", tokens=9, thinking_tokens=6), "Let me count.")
     chat.update(settings=ChatSettings(temperature=0.2, top_k=5))
     assert chat.chat_id is not None
     again = Conversation.open(store, chat.chat_id)
@@ -138,13 +139,13 @@ def test_truncating_replaces_the_turn_and_what_followed_it_on_disk(tmp_path: Pat
     for question in ("one", "two"):
         chat.add_user(question)
         chat.start_reply()
-        chat.finish_reply(f"answer {question}", {"tokens": 2})
+        chat.finish_reply(f"answer {question}", ReplyFigures(reason="eos", tokens=2))
     assert chat.chat_id is not None
     ids = [m.id for m in store.messages(chat.chat_id)]
     chat.truncate(3)  # regenerate: the last reply goes
     assert [m.content for m in store.messages(chat.chat_id)] == ["Be brief.", "one", "answer one", "two"]
     chat.start_reply()
-    chat.finish_reply("answer two, again", {"tokens": 3})
+    chat.finish_reply("answer two, again", ReplyFigures(reason="eos", tokens=3))
     rows = store.messages(chat.chat_id)
     assert rows[-1].content == "answer two, again" and len(rows) == len(ids)
     chat.truncate(2)  # edit the second question: it and its reply go
@@ -159,13 +160,13 @@ def test_a_delete_that_fails_leaves_no_stale_rows_once_writing_works(tmp_path: P
     chat = Conversation(store, "tiny")
     chat.add_user("one")
     chat.start_reply()
-    chat.finish_reply("answer one", {})
+    chat.finish_reply("answer one", ReplyFigures(reason="eos"))
     real = store._store
     store._store = ChatStore(None)  # a store that has none of these rows: the delete "fails"
     store._store.delete_messages = lambda *a: (_ for _ in ()).throw(sqlite3.OperationalError("disk I/O error"))
     chat.truncate(1)
     store._store = real
     chat.start_reply()
-    chat.finish_reply("answer one, again", {})
+    chat.finish_reply("answer one, again", ReplyFigures(reason="eos"))
     [summary] = store.list_chats()
     assert [m.content for m in store.messages(summary.id)] == ["one", "answer one, again"]

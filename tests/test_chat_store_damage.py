@@ -19,6 +19,7 @@ from spectui.chat.safe_store import SafeStore
 from spectui.chat.salvage import RECOVERED_TITLE
 from spectui.chat.store import ChatStore
 from spectui.paths import chats_db_path
+from spectui.session.figures import ReplyFigures
 
 PAGE = 4096
 FILLER = "lorem ipsum dolor sit amet " * 12  # ~320 bytes: about ten messages per page
@@ -200,7 +201,7 @@ def test_a_home_that_cannot_be_a_directory_runs_unsaved_and_says_how_to_fix_it(
     conversation = Conversation(store, "tiny")
     conversation.add_user("still works")
     conversation.start_reply()
-    conversation.finish_reply("in memory", {"tokens": 2})
+    conversation.finish_reply("in memory", ReplyFigures(reason="eos", tokens=2))
     assert [m.content for m in store.messages(conversation.chat_id)] == ["still works", "in memory"]
     assert home.read_text() == "a file where the spectui home should be"
 
@@ -239,14 +240,14 @@ def test_failed_writes_are_retried_reported_once_and_the_chat_is_saved_later(tmp
     conversation.add_user("first question")
     _fill_the_disk(store, path)
     conversation.start_reply()
-    conversation.finish_reply("a long answer " * 2000, {"tokens": 2000})
+    conversation.finish_reply("a long answer " * 2000, ReplyFigures(reason="eos", tokens=2000))
     conversation.add_user("second question " * 500)
     [(line, severity)] = seen
     assert severity == "error" and "database or disk is full" in line and "even after a retry" in line
     assert "could not save the reply" in line
     store._store._db.execute("PRAGMA max_page_count = 1000000")  # space again
     conversation.start_reply()
-    conversation.finish_reply("short", {"tokens": 1})
+    conversation.finish_reply("short", ReplyFigures(reason="eos", tokens=1))
     assert "saved again" in seen[-1][0]
     saved = ChatStore(path)
     [chat] = saved.list_chats()
@@ -256,7 +257,7 @@ def test_failed_writes_are_retried_reported_once_and_the_chat_is_saved_later(tmp
         ("assistant", "a long answer " * 2000, True), ("user", "second question " * 500, True),
         ("assistant", "short", True),
     ]
-    assert saved.messages(chat.id)[2].stats == {"tokens": 2000}
+    assert ReplyFigures.from_stored(saved.messages(chat.id)[2].stats) == ReplyFigures(reason="eos", tokens=2000)
 
 
 def test_damage_found_mid_chat_moves_the_store_aside_and_keeps_the_chat(tmp_path: Path) -> None:
@@ -268,7 +269,7 @@ def test_damage_found_mid_chat_moves_the_store_aside_and_keeps_the_chat(tmp_path
     conversation = Conversation(store, "tiny")
     conversation.add_user("before the damage")
     conversation.start_reply()
-    conversation.finish_reply("an answer", {})
+    conversation.finish_reply("an answer", ReplyFigures(reason="eos"))
     # Another process writes (so this connection must read the file again), then the page that
     # holds the open chat's messages (the last page of the table, where the next one goes) is lost.
     other = sqlite3.connect(path)
@@ -281,7 +282,7 @@ def test_damage_found_mid_chat_moves_the_store_aside_and_keeps_the_chat(tmp_path
     assert len(seen) == 1 and "damaged" in seen[0] and "moved to" in seen[0]
     assert len(damaged_copies(tmp_path)) == 1
     conversation.start_reply()
-    conversation.finish_reply("still saved", {})
+    conversation.finish_reply("still saved", ReplyFigures(reason="eos"))
     fresh = ChatStore(path)
     assert integrity_ok(path)
     chats = {c.id: [m.content for m in fresh.messages(c.id)] for c in fresh.list_chats()}

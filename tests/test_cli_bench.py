@@ -139,10 +139,12 @@ def test_bench_json_has_the_spread_the_load_and_the_threads(tiny_pair, capsys):
 
 def test_sampled_rounds_draw_new_texts_and_greedy_rounds_repeat_theirs():
     from spectui.bench import Workload, round_workload
+    from spectui.chat.template import ChatFormat
     from spectui.engine.config import GenerationConfig, SamplingConfig
 
-    sampled = Workload([[1, 2]], GenerationConfig(sampling=SamplingConfig(temperature=0.8, seed=7)), None)
+    text = ChatFormat(None, mode="completion")
+    sampled = Workload(["hi"], GenerationConfig(sampling=SamplingConfig(temperature=0.8, seed=7)), None, text)
     seeds = [round_workload(sampled, n).config.sampling.seed for n in (1, 2, 3)]
     assert seeds == [7, 8, 9]
-    greedy = Workload([[1, 2]], GenerationConfig(sampling=SamplingConfig(seed=7)), None)
+    greedy = Workload(["hi"], GenerationConfig(sampling=SamplingConfig(seed=7)), None, text)
     assert round_workload(greedy, 3) is greedy

@@ -49,8 +49,8 @@ def test_a_bare_start_opens_the_chat_demo_and_samples_as_people_chat(chat_demo) 
             [finished] = app.finishes
             assert finished.sampling is not None and finished.sampling.temperature == 0.8
             assert finished.finished.text.strip()
-            stats = app.query_one(AssistantMessage).stats
-            assert stats["sampling"] == f"T=0.8 top-p 0.95 top-k 40 min-p 0.05 · seed {finished.sampling.seed}"
+            figures = app.query_one(AssistantMessage).figures
+            assert figures.sampling == f"T=0.8 top-p 0.95 top-k 40 min-p 0.05 · seed {finished.sampling.seed}"
 
     asyncio.run(scenario())
 

@@ -14,9 +14,10 @@ from spectui.chat.settings import ChatSettings
 from spectui.chat.store import ChatStore
 from spectui.cli import main
 from spectui.paths import chats_db_path
+from spectui.session.figures import ReplyFigures
 
-STATS = {"reason": "eos", "tokens": 42, "drafted": 40, "acceptance": 0.75, "mean_accepted": 2.5, "tps": 88.0,
-         "k": "4", "thinking_tokens": 6}
+FIGURES = ReplyFigures(reason="eos", tokens=42, thinking_tokens=6, drafted=40, accepted=30, target_passes=16,
+                       mean_accepted=2.5, tps=88.0, k="4", decode_tokens=41, decode_seconds=41 / 88)
 
 
 def saved_chats(home: Path) -> tuple[int, int]:
@@ -26,11 +27,11 @@ def saved_chats(home: Path) -> tuple[int, int]:
     first.update(mode="chat", models={"pair": "tiny", "target": "/models/target.gguf", "draft": "/models/draft.gguf"})
     first.add_user("How many gears?")
     first.start_reply()
-    first.finish_reply("\n\nFour **gears**.", STATS, "Let me count.")
+    first.finish_reply("\n\nFour **gears**.", FIGURES, "Let me count.")
     second = Conversation(store, "tiny")
     second.add_user("Second chat")
     second.start_reply()
-    second.finish_reply("Hello", {"tokens": 1})
+    second.finish_reply("Hello", ReplyFigures(reason="eos", tokens=1))
     store.close()
     assert first.chat_id is not None and second.chat_id is not None
     return first.chat_id, second.chat_id
@@ -61,7 +62,8 @@ def test_json_is_everything_stored_and_last_is_the_chat_changed_last(spectui_hom
     assert document["chat"]["settings"]["temperature"] == 0.8 and document["chat"]["models"]["pair"] == "tiny"
     reply = document["messages"][-1]
     assert (reply["role"], reply["reasoning"], reply["stats"], reply["complete"]) == \
-        ("assistant", "Let me count.", STATS, True)
+        ("assistant", "Let me count.", FIGURES.stored(), True)
+    assert ReplyFigures.from_stored(reply["stats"]) == FIGURES
     assert [m["role"] for m in document["messages"]] == ["system", "user", "assistant"]
 
 

@@ -17,6 +17,7 @@ import pytest
 import tiny_gguf
 
 from spectui import cli
+from spectui.chat.template import PromptStyle
 from spectui.cli import build_parser, main, with_default_command
 from spectui.engine.compat import check_compatible_files
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
@@ -135,8 +136,9 @@ def test_chat_options_keep_max_tokens_as_given(tiny_pair):
     assert one.max_tokens == 1
     default = options_from_args(parse(["chat", "--target", str(tiny_pair.target)]))
     assert default.max_tokens is None  # the mode decides: a chat reply or a base model's continuation
-    assert default.generation_config().max_tokens == DEFAULT_MAX_TOKENS
-    assert default.generation_config(completion=True).max_tokens == COMPLETION_MAX_TOKENS
+    assert default.reply_request([], DraftControl(0)).max_tokens == DEFAULT_MAX_TOKENS
+    continuation = PromptStyle(mode="completion")
+    assert default.reply_request([], DraftControl(0), style=continuation).max_tokens == COMPLETION_MAX_TOKENS
 
 
 # ----- files that are not models ----------------------------------------------------------------

@@ -17,7 +17,7 @@ from test_ui_app import RecordingApp, ready, send, shown
 from textual.widgets import Static
 
 from spectui.cli import build_parser
-from spectui.engine.config import LLAMA_CPP_SAMPLING, recommended_sampling
+from spectui.engine.config import AUTO, LLAMA_CPP_SAMPLING, DraftControl, recommended_sampling
 from spectui.engine.drafters import DrafterSpec
 from spectui.engine.model import LlamaModel
 from spectui.session.options import ChatOptions
@@ -65,12 +65,12 @@ def test_chat_defaults_to_the_model_and_bench_to_greedy() -> None:
 
 def test_a_sampled_reply_records_the_seed_it_was_drawn_with(tiny_pair) -> None:
     options = ChatOptions("tiny", tiny_pair.target)
-    first, second = options.generation_config(), options.generation_config()
+    first, second = (options.reply_request([], DraftControl(AUTO)) for _ in range(2))
     assert first.sampling.temperature == 0.8 and first.sampling.seed is not None
     assert first.sampling.seed != second.sampling.seed  # a fresh draw each reply...
-    pinned = replace(options, seed=7).generation_config()
+    pinned = replace(options, seed=7).reply_request([], DraftControl(AUTO))
     assert pinned.sampling.seed == 7  # ...unless the chat pins one
-    assert replace(options, temperature=0.0).generation_config().sampling.seed is None
+    assert replace(options, temperature=0.0).reply_request([], DraftControl(AUTO)).sampling.seed is None
 
 
 def test_the_app_samples_as_the_model_recommends_and_says_so(recommending_pair, spectui_home: Path) -> None:
@@ -87,7 +87,7 @@ def test_the_app_samples_as_the_model_recommends_and_says_so(recommending_pair, 
             sampling = finished.sampling
             assert sampling is not None and sampling.top_k == 20 and sampling.seed is not None
             assert sampling.temperature == pytest.approx(0.6)
-            meta = app.query_one("AssistantMessage").stats
-            assert meta["sampling"] == f"T=0.6 top-p 0.95 top-k 20 · seed {sampling.seed}"
+            figures = app.query_one("AssistantMessage").figures
+            assert figures.sampling == f"T=0.6 top-p 0.95 top-k 20 · seed {sampling.seed}"
 
     asyncio.run(scenario())

@@ -154,7 +154,7 @@ async def test_reply_streams_and_panel_shows_acceptance_and_baseline(pair) -> No
         assert app.baseline.source == "calibration after load"
         await send(pilot, "Tell me about gears.")
         [finished] = app.finishes
-        streamed = "".join(text for update in app.updates for text, _ in update.pieces)
+        streamed = "".join(piece.text for update in app.updates for piece in update.pieces)
         assert len([u for u in app.updates if u.pieces]) > 1  # many pieces, not one final dump
         assert streamed == finished.finished.text != ""
         reply = app.query_one(AssistantMessage)

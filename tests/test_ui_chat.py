@@ -28,24 +28,23 @@ from textual.widgets import Input, Label, Select, Static, TextArea
 
 from spectui.chat.settings import ChatSettings
 from spectui.chat.store import ChatStore
-from spectui.chat.template import PromptStyle
-from spectui.engine.config import GenerationConfig, SamplingConfig
+from spectui.engine.config import SamplingConfig
 from spectui.paths import chats_db_path
+from spectui.session.reply import ReplyRequest
 from spectui.ui.chat_view import AssistantMessage, NoteMessage, UserMessage
 from spectui.ui.settings_screen import SettingsScreen
 
 
 class ConfigApp(RecordingApp):
-    """Also records the generation settings and prompt style of each reply."""
+    """Also records the request of each reply (what the reply core was asked for)."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
-        self.configs: list[tuple[GenerationConfig, PromptStyle | None]] = []
+        self.requests: list[ReplyRequest] = []
 
-    def generate_reply(self, messages: Any, config: GenerationConfig, control: Any, purpose: Any,
-                       style: PromptStyle | None = None) -> Any:
-        self.configs.append((config, style))
-        return super().generate_reply(messages, config, control, purpose, style)
+    def generate_reply(self, request: ReplyRequest, purpose: Any) -> Any:
+        self.requests.append(request)
+        return super().generate_reply(request, purpose)
 
 
 class SlowLoadApp(RecordingApp):
@@ -244,9 +243,9 @@ async def test_ctrl_s_settings_are_checked_saved_with_the_chat_shown_and_applied
         line = shown(app.query_one("#settings-line", Static))
         assert line == "T=0.7 top-p 0.9 top-k 20 min-p 0.1 · seed 7 · max 12 tok"
         await send(pilot, "Hi")
-        config, _style = app.configs[-1]
-        assert config.sampling == SamplingConfig(temperature=0.7, top_k=20, top_p=0.9, min_p=0.1, seed=7)
-        assert config.max_tokens == 12 and app.finishes[-1].finished.stats.generated_tokens <= 12
+        request = app.requests[-1]
+        assert request.sampling == SamplingConfig(temperature=0.7, top_k=20, top_p=0.9, min_p=0.1, seed=7)
+        assert request.max_tokens == 12 and app.finishes[-1].finished.stats.generated_tokens <= 12
         chat = app.conversation.chat_id
     store = ChatStore(chats_db_path())
     info = store.chat_info(chat)

@@ -10,20 +10,20 @@ import pytest
 from spectui.cli import build_parser
 from spectui.engine.config import AUTO, DraftControl
 from spectui.engine.drafters.spec import DrafterInfo
-from spectui.engine.events import CycleStats, Finished, GenerationStats, Progress, TextPiece
+from spectui.engine.events import CycleStats, Finished, GenerationStats, Progress
 from spectui.errors import SpectuiError
 from spectui.session import memory
 from spectui.session.baseline import Baseline, from_finished
+from spectui.session.figures import ReplyFigures, comparison_verdict, describe_k, meta_line
 from spectui.session.options import options_from_args
+from spectui.session.reply import ReplyDone, ReplyPiece
 from spectui.ui.messages import ReplyFinished, ReplyUpdate
 from spectui.ui.stats_panel import (
     HIDDEN,
     acceptance_series,
-    describe_k,
     figures,
     low_acceptance_advice,
 )
-from spectui.ui.summary import comparison_verdict, meta_line, reply_stats
 from spectui.ui.workers import ReplyBatcher
 
 GB = 10**9
@@ -105,6 +105,7 @@ def test_k_is_described_as_the_user_reads_it() -> None:
     assert describe_k(DraftControl(3, enabled=False), model) == "off (K=3 when on)"
     assert describe_k(DraftControl(3), DrafterInfo()) == "off (no drafter)"
     assert describe_k(DraftControl(3, drafter="none"), model) == "off (drafter: none)"
+    assert describe_k(DraftControl(0, enabled=False), model) == "0"  # the side-by-side re-run
 
 
 def test_figures_show_acceptance_speed_and_speedup_against_the_baseline() -> None:
@@ -143,24 +144,37 @@ def test_acceptance_series_skips_cycles_without_a_draft() -> None:
 
 
 def test_reply_summary_line() -> None:
-    done = Finished("cancelled", stats(), (), "text")
-    line = meta_line(reply_stats(done, "4"))
+    done = ReplyFigures.of(stats(), "cancelled", k="4")
+    line = meta_line(done)
     assert line == "40 tokens · 80% accepted · 2.50 tok/pass · K=4 · 20.0 tok/s · stopped"
-    assert "tok/s" not in meta_line(reply_stats(done, "4"), show_timings=False)
-    plain = Finished("length", stats(seconds=4.0, drafted=0, accepted=0, passes=40), (), "t")
-    verdict = comparison_verdict(reply_stats(done, "4"), plain, same_text=True)
+    assert "tok/s" not in meta_line(done, show_timings=False)
+    plain = ReplyFigures.of(stats(seconds=4.0, drafted=0, accepted=0, passes=40), "length", k="0")
+    verdict = comparison_verdict(done, plain, same_text=True)
     assert verdict == ("speculative 20.0 tok/s vs speculation off 10.0 tok/s → 2.00x · "
                        "identical text")
 
 
+def test_figures_survive_the_store_and_old_rows_read_as_they_were_shown() -> None:
+    done = ReplyFigures.of(stats(), "eos", k="auto (now 4)", drafter="model", prompt_tokens=50, thinking_tokens=3)
+    assert ReplyFigures.from_stored(done.stored()) == done
+    old = {"reason": "eos", "tokens": 42, "drafted": 40, "acceptance": 0.75, "mean_accepted": 2.5, "tps": 88.0,
+           "k": "4"}  # a row written before the figures were typed
+    assert meta_line(ReplyFigures.from_stored(old)) == "42 tokens · 75% accepted · 2.50 tok/pass · K=4 · 88.0 tok/s"
+    assert ReplyFigures.from_stored({}) is None and ReplyFigures.from_stored("damaged") is None
+
+
 # ----- batching ----------------------------------------------------------------------------
+
+def done(totals: GenerationStats, text: str = "") -> ReplyDone:
+    return ReplyDone(ReplyFigures.of(totals, "eos"), text, "", (), totals)
+
 
 def events() -> list[object]:
     totals = stats()
     return [
-        TextPiece("Hel", False), Progress(CycleStats(4, 4, 3, 4, 0.01), totals),
-        TextPiece("lo", True), Progress(CycleStats(4, 4, 4, 5, 0.01), totals),
-        Finished("eos", totals, (1, 2), "Hello"),
+        ReplyPiece("Hel", "target"), Progress(CycleStats(4, 4, 3, 4, 0.01), totals),
+        ReplyPiece("lo", "model", thinking=True), Progress(CycleStats(4, 4, 4, 5, 0.01), totals),
+        done(totals, "Hello"),
     ]
 
 
@@ -176,7 +190,7 @@ def test_batcher_posts_every_event_at_interval_zero_and_one_batch_when_slow() ->
     for event in events():
         slow.add(event)
     [update, finished] = posted
-    assert update.pieces == (("Hel", False), ("lo", True)) and len(update.cycles) == 2
+    assert update.pieces == (ReplyPiece("Hel", "target"), ReplyPiece("lo", "model", True)) and len(update.cycles) == 2
     assert isinstance(finished, ReplyFinished) and not finished.speculation_off
 
 
@@ -184,7 +198,7 @@ def test_batcher_marks_a_reply_run_entirely_at_k0_as_a_baseline() -> None:
     posted: list[object] = []
     batcher = ReplyBatcher(posted.append, "reply")
     totals = stats(drafted=0, accepted=0)
-    for event in [Progress(CycleStats(0, 0, 0, 1, 0.01), totals), Finished("eos", totals, (), "")]:
+    for event in [Progress(CycleStats(0, 0, 0, 1, 0.01), totals), done(totals)]:
         batcher.add(event)
     assert posted[-1].speculation_off
 

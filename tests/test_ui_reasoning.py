@@ -54,7 +54,7 @@ async def test_a_reasoning_reply_streams_its_thinking_then_folds_it(thinking) ->
         await until(pilot, lambda: app.busy is None, "the reply")
         assert block.collapsed and block.title == "thought for 6 tokens"
         assert (widget.reasoning, widget.text.strip()) == (REASONING, REPLY)
-        assert widget.stats["thinking_tokens"] == 6 and widget.meta.startswith("10 tokens (6 thinking)")
+        assert widget.figures.thinking_tokens == 6 and widget.meta.startswith("10 tokens (6 thinking)")
         assert "thinking         6 tokens" in figures_text(app)
         assert app.conversation.messages[-1].reasoning == REASONING
     store = ChatStore(chats_db_path())
@@ -71,7 +71,7 @@ async def test_earlier_replies_go_back_the_way_a_qwen3_style_template_wants(thin
         await send(pilot, "Sure?")
         chat_format = app.session.chat_format
         assert chat_format is not None and chat_format.reasoning_key == "reasoning_content"
-        second_prompt = chat_format.render(app.conversation.prompt_messages(3), style=app.configs[-1][1])
+        second_prompt = chat_format.render(app.conversation.prompt_messages(3), style=app.requests[-1].style)
         assert REPLY in second_prompt and REASONING not in second_prompt
 
 
@@ -98,7 +98,7 @@ async def test_a_think_block_opened_by_the_template_is_thinking_from_the_first_t
         await send(pilot, "How many gears?")
         reply = app.query_one(AssistantMessage)
         assert (reply.reasoning, reply.text.strip()) == (REASONING, REPLY)
-        assert reply.stats["thinking_tokens"] == 5  # Let, me, count, ., </think>
+        assert reply.figures.thinking_tokens == 5  # Let, me, count, ., </think>
 
 
 @run_async
@@ -111,7 +111,7 @@ async def test_ctrl_t_turns_thinking_off_where_the_template_takes_enable_thinkin
         assert not app.conversation.settings.thinking
         assert shown(app.query_one("#settings-line", Static)).endswith("thinking off")
         await send(pilot, "How many gears?")
-        style = app.configs[-1][1]
+        style = app.requests[-1].style
         assert style is not None and not style.thinking
         prompt = app.session.chat_format.render(app.conversation.prompt_messages(1), style=style)
         assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")

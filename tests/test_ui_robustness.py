@@ -29,10 +29,11 @@ from spectui.chat.store import ChatStore
 from spectui.engine.events import GenerationStats
 from spectui.engine.model import LlamaModel
 from spectui.paths import chats_db_path
+from spectui.session.figures import ReplyFigures, meta_line
+from spectui.session.reply import ReplyPiece
 from spectui.ui.chat_view import AssistantMessage, ChatLog, NoteMessage
 from spectui.ui.run import report_exit
 from spectui.ui.stats_panel import low_acceptance_advice, same_model
-from spectui.ui.summary import meta_line
 
 
 @pytest.fixture
@@ -225,8 +226,8 @@ async def test_a_reply_shows_no_leading_blank_lines_streamed_reopened_or_coloure
         await log.add(reopened)
         await log.add(streamed)
         for piece in ["\n", "\n  ", "\n\nHel", "lo there\n\nsecond paragraph"]:
-            await streamed.append([(piece, False)])
-        await streamed.finish({}, "m")
+            await streamed.append([ReplyPiece(piece)])
+        await streamed.finish(ReplyFigures("eos"), "m")
         await pilot.pause()
         for widget in (reopened, streamed):
             assert widget.text == text  # what is saved is what the model wrote
@@ -254,10 +255,12 @@ async def test_a_chat_whose_title_looks_like_markup_is_listed_as_typed() -> None
 
 
 def test_counts_are_plural_only_when_they_are_not_one_and_odd_stats_do_not_break() -> None:
-    assert meta_line({"tokens": 1}).startswith("1 token ·") or meta_line({"tokens": 1}) == "1 token"
-    assert meta_line({"tokens": 2}).startswith("2 tokens")
-    odd = {"tokens": "many", "acceptance": "high", "mean_accepted": None, "tps": [1], "reason": ["x"]}
-    assert meta_line(odd) == "0 tokens"
+    stored = ReplyFigures.from_stored
+    assert meta_line(stored({"tokens": 1})) == "1 token"
+    assert meta_line(stored({"tokens": 2})).startswith("2 tokens")
+    odd = {"tokens": "many", "acceptance": "high", "mean_accepted": None, "tps": [1], "reason": ["x"],
+           "drafted": float("nan"), "by_drafter": {"model": "x", 3: {}}}
+    assert meta_line(stored(odd)) == "0 tokens"
 
 
 def test_low_acceptance_advice_depends_on_what_the_draft_is(tiny_pair, tmp_path) -> None:

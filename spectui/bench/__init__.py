@@ -32,12 +32,13 @@ from dataclasses import asdict, dataclass, replace
 from spectui import faults, safe_text, signals
 from spectui.bench import refusals
 from spectui.bench.report import BenchRow, RunInfo, RunTotals, format_table, make_row, warnings
+from spectui.chat.template import ChatFormat, ChatMessage
 from spectui.engine.config import AUTO, LLAMA_CPP_SAMPLING, DraftControl, DraftLength, GenerationConfig, SamplingConfig
-from spectui.engine.events import Finished
 from spectui.engine.generator import Generator
 from spectui.errors import LoadCancelled, SpectuiError
 from spectui.session import machine
 from spectui.session.options import ModelChoice
+from spectui.session.reply import ReplyRequest, final, prepare, run_reply
 
 DEFAULT_PROMPTS = (
     "Write a short story about a lighthouse keeper who finds a message in a bottle.",
@@ -50,45 +51,49 @@ WARM_UP_TOKENS = 8
 
 @dataclass(frozen=True)
 class Workload:
-    """The prompts (as tokens) and how each reply is generated."""
+    """The prompts (each one user turn) and how each reply is generated."""
 
-    prompts: list[list[int]]
+    prompts: list[str]
     config: GenerationConfig
+    """Max tokens and sampling (the chat format adds its stop strings per reply)."""
     drafter: str | None
     """The drafter kind to use (None: the generator's default)."""
+    chat_format: ChatFormat
     cancelled: Callable[[], bool] = lambda: False
     """True once the user stopped the benchmark (the run ends at its next cycle)."""
 
+    def request(self, prompt: str, k: DraftLength) -> ReplyRequest:
+        """One reply of this workload at draft length K, as the reply core takes it."""
+        return ReplyRequest(messages=(ChatMessage("user", prompt),), sampling=self.config.sampling,
+                            max_tokens=self.config.max_tokens, stop=self.config.stop,
+                            draft=DraftControl(k, drafter=self.drafter))
+
 
 def workload(gen: Generator, texts: Sequence[str], config: GenerationConfig, drafter: str | None) -> Workload:
-    """Each prompt as one user turn in the model's chat template, with its stop strings."""
-    from spectui.chat.template import ChatFormat, ChatMessage
-
-    fmt = ChatFormat.from_model(gen.target)
-    prompts = [fmt.prompt_tokens(gen.target, [ChatMessage("user", text)]) for text in texts]
-    return Workload(prompts, replace(config, stop=(*config.stop, *fmt.stop_strings)), drafter)
+    """Each prompt as one user turn in the model's chat template (or its continuation format)."""
+    return Workload(list(texts), config, drafter, ChatFormat.from_model(gen.target))
 
 
-def run_all(gen: Generator, work: Workload, k: DraftLength, config: GenerationConfig | None = None) -> RunTotals:
-    """Every prompt once at this K. A run a fault cut raises it: its figures are not results."""
-    stats, outputs = [], []
+def run_all(gen: Generator, work: Workload, k: DraftLength) -> RunTotals:
+    """Every prompt once at K, each read from scratch (the same work for every K). A run a fault
+    cut raises it: its figures are not results."""
+    figures, outputs, hosts = [], [], []
     for prompt in work.prompts:
-        gen.reset()  # every run reads its prompt from scratch: same work for each K
-        control = DraftControl(k, drafter=work.drafter)
-        events = gen.generate(prompt, config or work.config, control, cancelled=work.cancelled)
-        final = next(e for e in events if isinstance(e, Finished))
-        faults.raise_for(final)
-        if final.reason == "cancelled":
+        gen.reset()
+        done = final(run_reply(gen, work.chat_format, work.request(prompt, k), cancelled=work.cancelled))
+        faults.raise_for(done)
+        if done.reason == "cancelled":
             raise LoadCancelled("the benchmark was stopped")
-        stats.append(final.stats)
-        outputs.append(final.tokens)
-    return RunTotals.of(stats, outputs)
+        figures.append(done.figures)
+        outputs.append(done.tokens)
+        hosts.append(done.stats.host)
+    return RunTotals.of(figures, outputs, hosts)
 
 
 def measure(gen: Generator, work: Workload, ks: list[DraftLength], repeat: int) -> dict[DraftLength, tuple]:
     """Interleaved rounds: baseline, then every K; returns K -> (baselines, speculative runs)."""
-    warm = GenerationConfig(max_tokens=WARM_UP_TOKENS, stop=work.config.stop, sampling=work.config.sampling)
-    run_all(gen, replace(work, prompts=work.prompts[:1], config=warm), AUTO)  # first touch of every model
+    warm = replace(work, prompts=work.prompts[:1], config=replace(work.config, max_tokens=WARM_UP_TOKENS))
+    run_all(gen, warm, AUTO)  # first touch of every model
     bases: list[RunTotals] = []
     specs: dict[DraftLength, list[RunTotals]] = {k: [] for k in ks}
     for round_no in range(1, repeat + 1):
@@ -180,7 +185,8 @@ def run_bench(gen: Generator, args: argparse.Namespace, choice: ModelChoice, thr
     )
     kind = None if choice.drafter.kind == "auto" else choice.drafter.kind
     work = replace(workload(gen, args.prompt or DEFAULT_PROMPTS, config, kind), cancelled=cancelled)
-    refusals.prompts_fit(work.prompts, config.max_tokens, gen.target.n_ctx)
+    prompts = [prepare(gen, work.chat_format, work.request(text, 0)).tokens for text in work.prompts]
+    refusals.prompts_fit(prompts, config.max_tokens, gen.target.n_ctx)
     from spectui.session.doctor import this_machine
 
     info = RunInfo(choice.target, choice.drafter.draft, kind or gen.default_kind, gen.label(kind),

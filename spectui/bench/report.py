@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import resource
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
 from spectui.engine.config import DraftLength, GenerationConfig
-from spectui.engine.events import GenerationStats, SourceTotals
+from spectui.engine.events import SourceTotals
 from spectui.engine.hostcost import HostCost
+from spectui.session.figures import ReplyFigures
 
 
 @dataclass(frozen=True)
@@ -36,18 +37,21 @@ class RunTotals:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
 
     @classmethod
-    def of(cls, stats: list[GenerationStats], outputs: list[tuple[int, ...]]) -> RunTotals:
+    def of(cls, figures: list[ReplyFigures], outputs: list[tuple[int, ...]],
+           hosts: Sequence[HostCost] = ()) -> RunTotals:
+        """The replies' figures (from the reply core) added up, with the host's cost of each."""
         return cls(
-            tokens=sum(s.decode_tokens for s in stats), seconds=sum(s.decode_seconds for s in stats),
-            drafted=sum(s.drafted for s in stats), accepted=sum(s.accepted for s in stats),
-            passes=sum(s.target_passes for s in stats), outputs=tuple(outputs),
-            prompt_tokens=sum(s.prompt_tokens for s in stats),
-            prompt_seconds=sum(s.prompt_seconds for s in stats),
-            by_source=merge_sources(s.by_source for s in stats),
-            round_trips=sum(s.round_trips for s in stats),
-            network_wait_seconds=sum(s.network_wait_seconds for s in stats),
-            generated=sum(s.generated_tokens for s in stats),
-            host=sum((s.host for s in stats), HostCost()),
+            tokens=sum(f.decode_tokens for f in figures), seconds=sum(f.decode_seconds for f in figures),
+            drafted=sum(f.drafted for f in figures), accepted=sum(f.accepted for f in figures),
+            passes=sum(f.target_passes for f in figures), outputs=tuple(outputs),
+            prompt_tokens=sum(f.prompt_decoded for f in figures),
+            prompt_seconds=sum(f.prompt_seconds for f in figures),
+            by_source=merge_sources({source: SourceTotals(d.proposed, d.accepted) for source, d in f.by_drafter.items()}
+                                    for f in figures),
+            round_trips=sum(f.round_trips for f in figures),
+            network_wait_seconds=sum(f.network_wait_seconds for f in figures),
+            generated=sum(f.tokens for f in figures),
+            host=sum(hosts, HostCost()),
         )
 
     @property

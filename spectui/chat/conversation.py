@@ -30,6 +30,12 @@ from spectui.chat.template import ChatMessage
 PARTIAL_SAVE_SECONDS = 2.0
 
 
+class StoredFigures(Protocol):
+    """A reply's figures as the store keeps them (`session.figures.ReplyFigures`)."""
+
+    def stored(self) -> dict[str, Any]: ...
+
+
 class Store(Protocol):
     """What a conversation needs from `ChatStore` (raises) or `SafeStore` (returns None/False)."""
 
@@ -119,7 +125,8 @@ class Conversation:
         return head + list(turns)
 
     def stats(self, index: int) -> dict[str, Any]:
-        """The stats saved with the reply at `index` (empty for other turns)."""
+        """The figures saved with the reply at `index`, as stored (JSON; empty for other turns):
+        read them with `ReplyFigures.from_stored`."""
         return self._stats.get(index, {})
 
     def interrupted(self, index: int) -> bool:
@@ -258,9 +265,9 @@ class Conversation:
         """A reply is in progress (started, not finished)."""
         return self._replying
 
-    def finish_reply(self, text: str, stats: dict[str, Any], reasoning: str = "") -> None:
+    def finish_reply(self, text: str, figures: StoredFigures, reasoning: str = "") -> None:
         self._replying = False
-        self._stats[len(self.messages)] = stats
+        self._stats[len(self.messages)] = figures.stored()
         self.messages.append(ChatMessage("assistant", text, reasoning))
         self._sync()
 

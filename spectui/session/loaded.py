@@ -7,10 +7,11 @@ long as they touch the generator, so a reply started while a new pair loads simp
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from spectui.chat.template import ChatFormat, ChatMessage
+from spectui.session.reply import ReplyEvent, ReplyRequest, never, run_reply
 
 if TYPE_CHECKING:
     from spectui.engine.generator import Generator
@@ -34,6 +35,16 @@ class EngineSession:
             self.generator.close()
         self.generator = None
         self.chat_format = None
+
+    def reply(self, request: ReplyRequest, cancelled: Callable[[], bool] = never) -> Iterator[ReplyEvent]:
+        """One reply through the reply core, holding `lock` until it ends (blocking: a worker
+        thread). `SpectuiError` when no model is loaded."""
+        from spectui.errors import SpectuiError
+
+        with self.lock:
+            if self.generator is None or self.chat_format is None:
+                raise SpectuiError("no model is loaded: pick a pair, or restart with --target/--draft")
+            yield from run_reply(self.generator, self.chat_format, request, cancelled)
 
     def prompt_tokens(self, messages: Sequence[ChatMessage]) -> list[int]:
         """The whole conversation, rendered and tokenized (the KV cache makes re-sending cheap)."""

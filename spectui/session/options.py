@@ -5,15 +5,18 @@ from __future__ import annotations
 import argparse
 import secrets
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
 from spectui.chat.settings import ChatSettings
-from spectui.engine.config import AUTO, DraftControl, DraftLength, GenerationConfig, RecommendedSampling
+from spectui.chat.template import ChatMessage, PromptStyle
+from spectui.engine.config import AUTO, DraftControl, DraftLength, RecommendedSampling
 from spectui.engine.drafters import AUTO_KIND, DrafterSpec, check_spec
 from spectui.errors import SpectuiError
 from spectui.limits import MAX_SEED
+from spectui.session.reply import ReplyRequest
 
 DEFAULT_MAX_TOKENS = 1024
 COMPLETION_MAX_TOKENS = 256
@@ -71,19 +74,22 @@ class ChatOptions:
         return ChatSettings(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
                             min_p=self.min_p, seed=self.seed, max_tokens=self.max_tokens)
 
-    def generation_config(self, completion: bool = False, baseline_probe: int = 0,
-                          settings: ChatSettings | None = None,
-                          recommended: RecommendedSampling | None = None) -> GenerationConfig:
-        """One reply's limits and sampling: the chat's `settings` (the app's), else the command
-        line's, over the model's `recommended` sampling. A sampled reply without a chosen seed
-        gets a fresh one here, so its summary can say which (the same seed gives the same reply)."""
+    def reply_request(self, messages: Sequence[ChatMessage], control: DraftControl, *,
+                      settings: ChatSettings | None = None, style: PromptStyle | None = None,
+                      baseline_probe: int = 0, recommended: RecommendedSampling | None = None) -> ReplyRequest:
+        """One chat reply as the reply core takes it: the chat's `settings` (the app's), else the
+        command line's, over the model's `recommended` sampling; a continuation (`style.mode`
+        completion) is shorter by default. A sampled reply without a chosen seed gets a fresh one
+        here, so its figures can say which (the same seed gives the same reply)."""
         settings = settings or self.chat_settings()
+        completion = style is not None and style.mode == "completion"
         default = COMPLETION_MAX_TOKENS if completion else DEFAULT_MAX_TOKENS
         max_tokens = default if settings.max_tokens is None else settings.max_tokens
         sampling = settings.sampling(recommended)
         if sampling.seed is None and not sampling.greedy:
             sampling = replace(sampling, seed=secrets.randbelow(MAX_SEED + 1))
-        return GenerationConfig(max_tokens=max_tokens, sampling=sampling, baseline_probe=baseline_probe)
+        return ReplyRequest(messages=tuple(messages), sampling=sampling, max_tokens=max_tokens,
+                            draft=control, style=style, baseline_probe=baseline_probe)
 
     @cached_property
     def models_label(self) -> str:

@@ -29,6 +29,7 @@ from spectui.engine.config import RecommendedSampling
 from spectui.engine.drafters.spec import DrafterInfo
 from spectui.paths import chats_db_path
 from spectui.session.baseline import Baseline
+from spectui.session.figures import describe_k
 from spectui.session.loaded import EngineSession
 from spectui.session.machine import LoadMeter
 from spectui.session.options import ChatOptions, for_pair, pair_drafter_kind
@@ -52,7 +53,7 @@ from spectui.ui.messages import (
 from spectui.ui.pairs import LocalPairCommands, PairCommands
 from spectui.ui.prompt import PromptInput
 from spectui.ui.replies import Replies
-from spectui.ui.stats_panel import StatsPanel, describe_drafter, describe_k, same_model
+from spectui.ui.stats_panel import StatsPanel, describe_drafter, same_model
 from spectui.ui.workers import EngineWorkers
 
 QUEUED = "1 message queued (Escape cancels)"

@@ -23,9 +23,9 @@ from spectui.chat.settings import EFFORTS, ChatSettings
 from spectui.engine.config import DraftControl, RecommendedSampling
 from spectui.engine.drafters.spec import DrafterSpec
 from spectui.errors import SpectuiError
+from spectui.session.figures import ReplyFigures, meta_line, plural
 from spectui.session.loaded import EngineSession
 from spectui.session.options import ChatOptions
-from spectui.ui import summary
 from spectui.ui.chat_view import AssistantMessage, ChatLog, UserMessage
 from spectui.ui.messages import ReplyPurpose
 from spectui.ui.prompt import PromptInput
@@ -127,10 +127,10 @@ class ChatActions:
         self.refresh_settings()
 
     def stored_reply(self, conversation: Conversation, turn: int) -> AssistantMessage:
-        message, stats = conversation.messages[turn], conversation.stats(turn)
+        message, figures = conversation.messages[turn], ReplyFigures.from_stored(conversation.stats(turn))
         meta = ("interrupted (saved before it finished)" if conversation.interrupted(turn)
-                else summary.meta_line(stats, self.options.show_timings))
-        widget = AssistantMessage(message.content, meta=meta, stats=stats, reasoning=message.reasoning, turn=turn)
+                else meta_line(figures, self.options.show_timings))
+        widget = AssistantMessage(message.content, meta=meta, figures=figures, reasoning=message.reasoning, turn=turn)
         widget.set_colouring(self.colouring)
         return widget
 
@@ -255,7 +255,7 @@ class ChatActions:
             return
         text = reply.text.strip("\n")
         self.copy_to_clipboard(text)
-        self.notify(f"reply copied to the clipboard ({summary.plural(len(text), 'character')}; "
+        self.notify(f"reply copied to the clipboard ({plural(len(text), 'character')}; "
                     "through the terminal, OSC 52)", timeout=4)
 
     async def action_export(self, fmt: str = "md") -> None:

@@ -4,8 +4,8 @@ A reply streams through Textual's `MarkdownStream`, which merges fragments when 
 faster than the widget can render, so code blocks render as they are typed. Each reply also
 keeps its (text, origin) pieces so it can be shown coloured by origin instead (toggled): tokens
 accepted from a draft model, from a lookup (n-gram, suffix) or from MTP heads, and the target's own.
-A reasoning model's thinking is cut from the stream (`spectui.chat.reasoning`) into a folding
-block above the answer (`spectui.ui.thinking`).
+A reasoning model's thinking arrives apart from its answer (the reply core cuts it,
+`spectui.session.reply`) and goes into a folding block above the answer (`spectui.ui.thinking`).
 
 User turns and replies carry `turn`, their index in the conversation, so an edited or
 regenerated turn and everything after it can be taken off the log (`ChatLog.remove_from_turn`).
@@ -14,7 +14,6 @@ regenerated turn and everything after it can be taken off the log (`ChatLog.remo
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -23,9 +22,10 @@ from textual.widget import Widget
 from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownStream
 
-from spectui.chat.reasoning import Markers, ReasoningSplitter
 from spectui.engine.events import TARGET
 from spectui.safe_text import block
+from spectui.session.figures import ReplyFigures
+from spectui.session.reply import ReplyPiece
 from spectui.ui.thinking import ThinkingBlock, pieces_text
 
 ORIGIN_STYLES = {"model": "green", "ngram": "cyan", "suffix": "cyan", "mtp": "magenta", "eagle3": "magenta",
@@ -85,7 +85,7 @@ class AssistantMessage(Vertical):
 
     def __init__(self, text: str = "", *, title: str = "assistant", streaming: bool = False,
                  pieces: Iterable[Piece] = (), meta: str = "",
-                 stats: dict[str, Any] | None = None, reasoning: str = "", turn: int | None = None) -> None:
+                 figures: ReplyFigures | None = None, reasoning: str = "", turn: int | None = None) -> None:
         super().__init__(classes="assistant-message")
         self.border_title = title
         self.turn = turn
@@ -97,11 +97,13 @@ class AssistantMessage(Vertical):
         self._stream: MarkdownStream | None = None
         self._head: str | None = ""
         """The streamed text while it is only blank lines (None once text has been shown)."""
-        self._splitter = ReasoningSplitter(None)
+        self._thinking_now = False
+        """The last piece streamed was thinking."""
         self._meta = meta
-        self.stats: dict[str, Any] = dict(stats or {})
+        self.figures = figures
+        """The finished reply's figures (None while it streams, or for a reply stored without)."""
         self.colouring = False
-        self.thinking = ThinkingBlock(reasoning, streaming=streaming, tokens=self.stats.get("thinking_tokens"))
+        self.thinking = ThinkingBlock(reasoning, streaming=streaming, tokens=self._thinking_tokens)
 
     @property
     def streaming(self) -> bool:
@@ -122,8 +124,12 @@ class AssistantMessage(Vertical):
 
     @property
     def in_reasoning(self) -> bool:
-        """Still thinking: no answer text yet, and the stream is inside a reasoning block."""
-        return self._splitter.kind == "reasoning"
+        """Still thinking: the last text streamed was reasoning."""
+        return self._thinking_now
+
+    @property
+    def _thinking_tokens(self) -> int | None:
+        return self.figures.thinking_tokens or None if self.figures is not None else None
 
     def compose(self) -> ComposeResult:
         body = self._initial or self.text
@@ -136,17 +142,13 @@ class AssistantMessage(Vertical):
         if self._streaming:
             self._stream = Markdown.get_stream(self.query_one(Markdown))
 
-    def split_reasoning(self, markers: Markers | None, starts_in_reasoning: bool) -> None:
-        """Before the first text: how to tell this reply's thinking from its answer."""
-        self._splitter = ReasoningSplitter(markers, "reasoning" if starts_in_reasoning else "answer")
-
-    async def append(self, pieces: Iterable[Piece]) -> None:
-        await self._take([(kind, text, origin) for text, origin in pieces
-                          for kind, text in self._splitter.feed(text)])
-
-    async def _take(self, segments: list[tuple[str, str, str]]) -> None:
-        answer = [(text, origin) for kind, text, origin in segments if kind == "answer"]
-        thought = [(text, origin) for kind, text, origin in segments if kind == "reasoning"]
+    async def append(self, pieces: Iterable[ReplyPiece]) -> None:
+        """Streamed pieces, in order: thinking goes to the thinking block, the answer below it."""
+        pieces = list(pieces)
+        if pieces:
+            self._thinking_now = pieces[-1].thinking
+        answer = [(p.text, p.origin) for p in pieces if not p.thinking]
+        thought = [(p.text, p.origin) for p in pieces if p.thinking]
         if thought:
             self.reasoning_pieces.extend(thought)
             self._show_reasoning()
@@ -162,7 +164,7 @@ class AssistantMessage(Vertical):
                 if fragment:
                     self._head = None
                     if self.reasoning_pieces:
-                        self.thinking.fold(self.stats.get("thinking_tokens"))
+                        self.thinking.fold(self._thinking_tokens)
             if fragment:
                 await self._stream.write(shown(fragment))
         if self.colouring:
@@ -172,16 +174,14 @@ class AssistantMessage(Vertical):
         style = origin_style if self.colouring else None
         self.thinking.show_text(pieces_text(self.reasoning_pieces, style), self._head is not None)
 
-    async def finish(self, stats: dict[str, Any], meta: str) -> None:
-        held = self._splitter.flush()
-        if held:
-            await self._take([(kind, text, TARGET) for kind, text in held])
-        self.stats = dict(stats)
+    async def finish(self, figures: ReplyFigures, meta: str) -> None:
+        self.figures = figures
+        self._thinking_now = False
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
         if self.reasoning_pieces:
-            self.thinking.fold(self.stats.get("thinking_tokens"))
+            self.thinking.fold(self._thinking_tokens)
         self.set_meta(meta)
 
     def set_meta(self, meta: str) -> None:
@@ -214,9 +214,9 @@ class Comparison(Vertical):
 
     def __init__(self, original: AssistantMessage) -> None:
         super().__init__(classes="comparison")
-        k_label = original.stats.get("k", "?")
+        k_label = original.figures.k if original.figures is not None and original.figures.k else "?"
         self.left = AssistantMessage(title=f"speculative (K={k_label})", pieces=original.pieces,
-                                     meta=original.meta, stats=original.stats)
+                                     meta=original.meta, figures=original.figures)
         self.right = AssistantMessage(title="speculation off (K=0)", streaming=True)
 
     def compose(self) -> ComposeResult:

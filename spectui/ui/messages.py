@@ -12,11 +12,11 @@ from typing import Literal
 
 from textual.message import Message
 
-from spectui.chat.reasoning import Markers
 from spectui.engine.config import DraftLength, RecommendedSampling, SamplingConfig
 from spectui.engine.drafters.spec import DrafterInfo
-from spectui.engine.events import CycleStats, Finished, GenerationStats
+from spectui.engine.events import CycleStats, GenerationStats
 from spectui.session.baseline import Calibration
+from spectui.session.reply import ReplyDone, ReplyPiece
 
 ReplyPurpose = Literal["reply", "compare"]
 """`reply`: an answer in the conversation; `compare`: the last prompt re-run with K = 0."""
@@ -76,23 +76,13 @@ class EngineFailed(Message):
 
 
 @dataclass
-class ReplyStarted(Message):
-    """The prompt is made: how to tell the reply's thinking from its answer (before any text)."""
-
-    purpose: ReplyPurpose
-    markers: Markers | None
-    """The reasoning markers of this model's output (None: a continuation, nothing to split)."""
-    starts_in_reasoning: bool
-    """The template opened a reasoning block in the prompt: the reply starts inside it."""
-
-
-@dataclass
 class ReplyUpdate(Message):
     """A batch of streamed text and finished cycles (posted a few times a second)."""
 
     purpose: ReplyPurpose
-    pieces: tuple[tuple[str, str], ...]
-    """(text, origin) in order: origin is `target` or the drafter whose proposal was accepted."""
+    pieces: tuple[ReplyPiece, ...]
+    """In order: answer or thinking, each with its origin (`target` or the drafter whose proposal
+    was accepted)."""
     cycles: tuple[CycleStats, ...]
     totals: GenerationStats | None
 
@@ -100,13 +90,15 @@ class ReplyUpdate(Message):
 @dataclass
 class ReplyFinished(Message):
     purpose: ReplyPurpose
-    finished: Finished
+    finished: ReplyDone
+    """The reply core's last event: the text, the reasoning and the figures."""
     speculation_off: bool
     """True when every cycle ran with K = 0: the reply's speed is a fresh baseline."""
-    thinking_tokens: int = 0
-    """Tokens of the reply that were reasoning (its markers included), counted on its tokens."""
-    sampling: SamplingConfig | None = None
-    """How its tokens were chosen (the seed drawn for it included)."""
+
+    @property
+    def sampling(self) -> SamplingConfig:
+        """How its tokens were chosen (the seed drawn for it included)."""
+        return self.finished.sampling
 
 
 @dataclass

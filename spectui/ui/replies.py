@@ -6,8 +6,9 @@
   (which, with its reply, leaves the chat), Escape cancels. Ctrl+R regenerates the last reply with
   the current K, drafter and settings. Either way the conversation, the store and the log drop
   the replaced turn together (`Conversation.truncate`, `ChatLog.remove_from_turn`).
-- A reply streams into an `AssistantMessage`; the worker first says how to tell its thinking
-  from its answer (`ReplyStarted`) and, at the end, how many of its tokens were thinking.
+- A reply runs through the reply core (`spectui.session.reply`): the app builds its
+  `ReplyRequest` (`ChatOptions.reply_request`), the worker posts its pieces (answer and thinking
+  apart) into an `AssistantMessage`, and its `ReplyFigures` end up under it and in the store.
 """
 
 from __future__ import annotations
@@ -20,19 +21,19 @@ from spectui import faults
 from spectui.chat.conversation import Conversation
 from spectui.chat.settings import ChatSettings
 from spectui.chat.template import ChatMessage, PromptStyle
-from spectui.engine.config import DraftControl, GenerationConfig, RecommendedSampling
+from spectui.engine.config import DraftControl, RecommendedSampling
 from spectui.engine.drafters.spec import DrafterInfo
-from spectui.engine.events import Finished
-from spectui.session.baseline import Baseline, baseline_probe, from_finished
+from spectui.session.baseline import Baseline, baseline_probe, from_stats
+from spectui.session.figures import ReplyFigures, comparison_verdict, describe_k, meta_line
 from spectui.session.machine import LoadMeter
 from spectui.session.options import ChatOptions
-from spectui.ui import summary
+from spectui.session.reply import ReplyDone, ReplyRequest
 from spectui.ui.chat_actions import models_record
 from spectui.ui.chat_view import AssistantMessage, ChatLog, Comparison, UserMessage
 from spectui.ui.examples import ExampleOpenings
-from spectui.ui.messages import ReplyFinished, ReplyPurpose, ReplyStarted, ReplyUpdate
+from spectui.ui.messages import ReplyFinished, ReplyPurpose, ReplyUpdate
 from spectui.ui.prompt import PromptInput
-from spectui.ui.stats_panel import StatsPanel, describe_k, low_acceptance_advice
+from spectui.ui.stats_panel import StatsPanel, low_acceptance_advice
 
 
 class Replies:
@@ -72,7 +73,7 @@ class Replies:
     refresh_status: Callable[[], None]
     ready_status: Callable[[], None]
     set_baseline: Callable[[Baseline], None]
-    generate_reply: Callable[[list[ChatMessage], GenerationConfig, DraftControl, ReplyPurpose, PromptStyle], Any]
+    generate_reply: Callable[[ReplyRequest, ReplyPurpose], Any]
 
     # ----- sending ---------------------------------------------------------------------------
 
@@ -142,9 +143,10 @@ class Replies:
         self.set_status("generating… (Escape stops)", None)
         probe = baseline_probe(self.baseline, self.load_meter.others()) if purpose == "reply" else 0
         settings: ChatSettings = self.conversation.settings
-        config = self.options.generation_config(self.mode == "completion", probe if control.enabled else 0,
-                                                settings, self.recommended_sampling)
-        self.generate_reply(messages, config, control, purpose, self.prompt_style())
+        request = self.options.reply_request(messages, control, settings=settings, style=self.prompt_style(),
+                                             baseline_probe=probe if control.enabled else 0,
+                                             recommended=self.recommended_sampling)
+        self.generate_reply(request, purpose)
 
     # ----- queued, edited, regenerated --------------------------------------------------------
 
@@ -236,11 +238,6 @@ class Replies:
             return self.comparison.right if self.comparison else None
         return self.reply_widget
 
-    def on_reply_started(self, message: ReplyStarted) -> None:
-        widget = self._target_widget(message.purpose)
-        if widget is not None:
-            widget.split_reasoning(message.markers, message.starts_in_reasoning)
-
     async def on_reply_update(self, message: ReplyUpdate) -> None:
         widget = self._target_widget(message.purpose)
         if widget is not None:
@@ -261,63 +258,60 @@ class Replies:
 
     async def on_reply_finished(self, message: ReplyFinished) -> None:
         finished = message.finished
-        k_label = "0" if message.purpose == "compare" else describe_k(
-            self.draft_control, self.drafters, self.last_cycle_k
-        )
-        stats = summary.reply_stats(finished, k_label, message.thinking_tokens, message.sampling)
+        figures = finished.figures
         if message.speculation_off or finished.stats.probe_tokens:
             source = ("side-by-side re-run" if message.purpose == "compare" else
                       "reply with speculation off" if message.speculation_off else "probe at this reply's start")
-            if (fresh := from_finished(finished, source, self.load_meter.others())) is not None:
+            if (fresh := from_stats(finished.stats, source, self.load_meter.others())) is not None:
                 self.set_baseline(fresh)
         if message.purpose == "compare":
-            await self._finish_comparison(finished, stats)
+            await self._finish_comparison(figures)
         else:
-            await self._finish_reply(finished, stats)
+            await self._finish_reply(finished)
         if (fault := faults.of_finished(finished, "app")) is not None:
             self.notify(fault.line, severity="error", timeout=15)
             await self.note(fault.line, "error")
             self.reload_pending = self.reload_pending or fault.reload
         await self.end_reply()
 
-    async def _finish_reply(self, finished: Finished, stats: dict[str, Any]) -> None:
+    async def _finish_reply(self, finished: ReplyDone) -> None:
         widget = self.reply_widget
+        figures = finished.figures
         if widget is not None:
-            await widget.finish(stats, summary.meta_line(stats, self.options.show_timings))
+            await widget.finish(figures, meta_line(figures, self.options.show_timings))
         text = widget.text if widget else finished.text
-        reasoning = widget.reasoning if widget else ""
+        reasoning = widget.reasoning if widget else finished.reasoning
         if self.quitting is not None and finished.reason == "cancelled":  # stopped by the quit: kept whole
-            self.conversation.save_interrupted(text, reasoning, {**stats, "reason": "interrupted"})
+            self.conversation.save_interrupted(text, reasoning, {**figures.stored(), "reason": "interrupted"})
         else:
-            self.conversation.finish_reply(text, stats, reasoning)
+            self.conversation.finish_reply(text, figures, reasoning)
         state = self.panel.state
         state.totals = finished.stats
-        if message_tokens := stats.get("thinking_tokens"):
-            state.thinking_tokens, state.thinking_live = message_tokens, False
+        if figures.thinking_tokens:
+            state.thinking_tokens, state.thinking_live = figures.thinking_tokens, False
         advice = low_acceptance_advice(finished.stats, state.k_label, self.draft_same_model)
         state.notes = [advice] if advice else []
         self.panel.show()
         if advice:
             self.notify(advice, severity="warning", timeout=10)
 
-    async def _finish_comparison(self, finished: Finished, stats: dict[str, Any]) -> None:
+    async def _finish_comparison(self, figures: ReplyFigures) -> None:
         comparison = self.comparison
         if comparison is None:
             return
-        await comparison.right.finish(stats, summary.meta_line(stats, self.options.show_timings))
+        await comparison.right.finish(figures, meta_line(figures, self.options.show_timings))
         same = comparison.left.text == comparison.right.text
-        comparison.set_verdict(
-            summary.comparison_verdict(comparison.left.stats, finished, same, self.options.show_timings)
-        )
+        comparison.set_verdict(comparison_verdict(comparison.left.figures, figures, same, self.options.show_timings))
 
     async def end_reply(self) -> None:
         """Back to idle after a reply, a comparison or a failure."""
         widget = self.reply_widget
+        failed = ReplyFigures.failed()
         if self.busy == "reply" and widget is not None and widget.streaming:  # failed mid-reply
-            await widget.finish({"reason": "error"}, "failed")
-            self.conversation.finish_reply(widget.text, {"reason": "error"}, widget.reasoning)
+            await widget.finish(failed, "failed")
+            self.conversation.finish_reply(widget.text, failed, widget.reasoning)
         if self.busy == "compare" and self.comparison and self.comparison.right.streaming:
-            await self.comparison.right.finish({"reason": "error"}, "failed")
+            await self.comparison.right.finish(failed, "failed")
         self.busy = None
         self.reply_widget = None
         if self.quitting is not None:

@@ -14,7 +14,7 @@ from textual.widgets.option_list import Option
 
 from spectui.chat.store import ChatSummary
 from spectui.safe_text import line
-from spectui.ui.summary import plural
+from spectui.session.figures import plural
 
 
 def chat_label(chat: ChatSummary) -> str:

@@ -1,6 +1,7 @@
 """The live speculation panel: acceptance, mean accepted length, K, speed against the baseline.
 
-The figures are computed by pure functions (`figures`, `describe_k`, `low_acceptance_advice`) so
+The figures are computed by pure functions (`figures`, `low_acceptance_advice`; K's label is
+`session.figures.describe_k`, shared with the figures saved under each reply) so
 they can be tested without a screen; `StatsPanel` only lays them out, with two sparklines of the
 current reply: acceptance per cycle (where the draft agrees) and tokens/sec per cycle.
 After a reply the panel keeps that reply's figures until the next one starts.
@@ -19,7 +20,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Label, Sparkline, Static
 
-from spectui.engine.config import AUTO, DraftControl
+from spectui.engine.config import DraftControl
 from spectui.engine.drafters.spec import DrafterInfo
 from spectui.engine.events import CycleStats, GenerationStats
 from spectui.safe_text import line
@@ -35,20 +36,6 @@ MIN_MEASURED_TOKENS = 16
 cycles, each paying a first draft pass, says more about noise than about speculation."""
 LOW_ACCEPTANCE = 0.4
 MIN_DRAFTED_FOR_ADVICE = 16
-
-
-def describe_k(control: DraftControl, drafters: DrafterInfo, last_cycle_k: int | None = None) -> str:
-    """K as the user should read it: a number, `auto` (with what it chose), or why it is off."""
-    if not drafters.can_speculate:
-        return "off (no drafter)"
-    if (control.drafter or drafters.default) == "none":
-        return "off (drafter: none)"
-    k = control.k
-    if not control.enabled:
-        return f"off (K={k} when on)"
-    if k == AUTO:
-        return "auto" if last_cycle_k is None else f"auto (now {last_cycle_k})"
-    return str(k)
 
 
 def describe_drafter(control: DraftControl, drafters: DrafterInfo) -> str:

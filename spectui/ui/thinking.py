@@ -13,7 +13,7 @@ from rich.text import Text
 from textual.widgets import Collapsible, Static
 
 from spectui.safe_text import block
-from spectui.ui.summary import plural
+from spectui.session.figures import plural
 
 Piece = tuple[str, str]
 

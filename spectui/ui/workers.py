@@ -11,8 +11,8 @@ import copy
 import io
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 
 from textual import work
 from textual.message import Message
@@ -20,17 +20,17 @@ from textual.worker import get_current_worker
 from tqdm import tqdm
 
 from spectui import faults
-from spectui.chat.reasoning import Markers, ReasoningSplitter, count_tokens_through, split_text
 from spectui.chat.store import ChatStore
-from spectui.chat.template import ChatMessage, PromptStyle
-from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig, recommended_sampling
+from spectui.chat.template import ChatMessage
+from spectui.engine.config import recommended_sampling
 from spectui.engine.drafters.spec import HistorySource
-from spectui.engine.events import CycleStats, Event, Finished, GenerationStats, Progress, TextPiece
+from spectui.engine.events import CycleStats, GenerationStats, Progress
 from spectui.errors import LoadCancelled, SpectuiError
 from spectui.session import baseline, machine, memory
 from spectui.session.history import store_history
 from spectui.session.loaded import EngineSession
 from spectui.session.options import ChatOptions
+from spectui.session.reply import ReplyDone, ReplyEvent, ReplyPiece, ReplyRequest
 from spectui.ui.messages import (
     BaselineMeasured,
     EngineFailed,
@@ -41,7 +41,6 @@ from spectui.ui.messages import (
     PairReady,
     ReplyFinished,
     ReplyPurpose,
-    ReplyStarted,
     ReplyUpdate,
 )
 
@@ -60,36 +59,16 @@ def unexpected(error: Exception, doing: str) -> str:
     return report(error, doing)
 
 
-@dataclass(frozen=True)
-class Thinking:
-    """How to count a finished reply's thinking tokens: its markers, where it starts, and the
-    bytes of each token (the target's `token_bytes`)."""
-
-    markers: Markers | None
-    starts_in_reasoning: bool
-    token_bytes: Callable[[int], bytes]
-
-    def tokens(self, finished: Finished) -> int:
-        split = split_text(finished.text, self.markers, self.starts_in_reasoning)
-        if not split.reasoning_end:
-            return 0
-        pieces = (self.token_bytes(token) for token in finished.tokens)
-        return count_tokens_through(pieces, finished.text, split.reasoning_end)
-
-
 class ReplyBatcher:
-    """Collects a generation's events and posts them in batches a few times a second."""
+    """Collects a reply's events and posts them in batches a few times a second."""
 
-    def __init__(self, post: Post, purpose: ReplyPurpose, interval: float = UPDATE_INTERVAL,
-                 thinking: Thinking | None = None, sampling: SamplingConfig | None = None) -> None:
+    def __init__(self, post: Post, purpose: ReplyPurpose, interval: float = UPDATE_INTERVAL) -> None:
         self.post = post
         self.purpose = purpose
-        self.sampling = sampling
         self.interval = interval
-        self.thinking = thinking
-        self.pieces: list[tuple[str, str]] = []
-        self.streamed: list[str] = []
-        """Every piece of text of the reply so far, posted or not (what a quit saves)."""
+        self.pieces: list[ReplyPiece] = []
+        self.streamed: list[ReplyPiece] = []
+        """Every piece of the reply so far, posted or not (what a quit saves)."""
         self.done = threading.Event()
         """Set once the reply has ended (its last message is posted)."""
         self.cycles: list[CycleStats] = []
@@ -98,34 +77,29 @@ class ReplyBatcher:
         self.all_plain = True
         self._last_post = time.monotonic()
 
-    def add(self, event: Event) -> None:
-        if isinstance(event, TextPiece):
-            self.pieces.append((event.text, event.origin))
-            self.streamed.append(event.text)
+    def add(self, event: ReplyEvent) -> None:
+        if isinstance(event, ReplyPiece):
+            self.pieces.append(event)
+            self.streamed.append(event)
         elif isinstance(event, Progress):
             self.cycles.append(event.cycle)
             self.totals = event.totals
             self.any_cycle = True
             self.all_plain = self.all_plain and event.cycle.k == 0
-        elif isinstance(event, Finished):
+        elif isinstance(event, ReplyDone):
             self.flush()
             speculation_off = self.any_cycle and self.all_plain
-            thinking = self.thinking.tokens(event) if self.thinking is not None else 0
-            self.post(ReplyFinished(self.purpose, event, speculation_off, thinking, self.sampling))
+            self.post(ReplyFinished(self.purpose, event, speculation_off))
             self.done.set()
             return
         if time.monotonic() - self._last_post >= self.interval:
             self.flush()
 
     def split(self) -> tuple[str, str]:
-        """Everything streamed so far as (answer, reasoning), cut as the reply's widget cuts it."""
-        thinking = self.thinking
-        markers = thinking.markers if thinking is not None else None
-        opens = thinking is not None and thinking.starts_in_reasoning
-        splitter = ReasoningSplitter(markers, "reasoning" if opens else "answer")
-        segments = splitter.feed("".join(list(self.streamed))) + splitter.flush()
-        answer = "".join(text for kind, text in segments if kind == "answer")
-        reasoning = "".join(text for kind, text in segments if kind == "reasoning").strip()
+        """Everything streamed so far as (answer, reasoning), as the reply's widget shows it."""
+        pieces = list(self.streamed)
+        answer = "".join(piece.text for piece in pieces if not piece.thinking)
+        reasoning = "".join(piece.text for piece in pieces if piece.thinking).strip()
         return answer, reasoning
 
     def flush(self) -> None:
@@ -256,28 +230,19 @@ class EngineWorkers:
         return memory.plan_run(options.target, options.drafter, options.n_ctx, options.n_gpu_layers)
 
     @work(thread=True, exclusive=True, group="engine", exit_on_error=False)
-    def generate_reply(self, messages: Sequence[ChatMessage], config: GenerationConfig,
-                       control: DraftControl, purpose: ReplyPurpose, style: PromptStyle | None = None) -> None:
+    def generate_reply(self, request: ReplyRequest, purpose: ReplyPurpose) -> None:
+        """One reply through the reply core (`session.reply`), its events batched to the UI."""
         worker = get_current_worker()
         stop = self.stop_requested
 
         def cancelled() -> bool:
             return worker.is_cancelled or stop.is_set()
 
-        batcher = ReplyBatcher(self.post_message, purpose, self.update_interval, sampling=config.sampling)
+        batcher = ReplyBatcher(self.post_message, purpose, self.update_interval)
         self.reply_batcher = batcher
         try:
-            with self.session.lock:
-                generator, loaded_format = self.session.generator, self.session.chat_format
-                assert generator is not None and loaded_format is not None
-                chat_format = loaded_format.switched(style.mode if style else "")
-                prompt = chat_format.prompt_tokens(generator.target, messages, style)
-                opens = chat_format.opens_reasoning(messages, style)
-                self.post_message(ReplyStarted(purpose, chat_format.markers, opens))
-                batcher.thinking = Thinking(chat_format.markers, opens, generator.target.token_bytes)
-                config = replace(config, stop=(*config.stop, *chat_format.stop_strings))
-                for event in generator.generate(prompt, config, control, cancelled=cancelled):
-                    batcher.add(event)
+            for event in self.session.reply(request, cancelled):
+                batcher.add(event)
         except SpectuiError as error:
             batcher.flush()
             fault = faults.of_error(error, "app")
