@@ -49,6 +49,8 @@ bench_max_tokens = int_range(2, limits.MAX_REPLY_TOKENS)
 threads = int_range(1, limits.MAX_THREADS)
 seed = int_range(0, limits.MAX_SEED)
 chat_id = int_range(1, limits.MAX_CHAT_ID)
+port = int_range(0, limits.MAX_PORT, low_label="any free port")
+waiting = int_range(0, limits.MAX_WAITING)
 
 
 def gpu_layers(value: str) -> int:
@@ -85,6 +87,12 @@ def probability(value: str) -> float:
 
 
 top_k = int_range(0, limits.MAX_TOP_K, low_label="off")
+
+
+def seconds(value: str) -> float:
+    """A duration in seconds, 0 to an hour."""
+    allowed = f"a number of seconds from 0 to {limits.MAX_DRAIN_SECONDS:g}"
+    return _bounded_float(value, limits.MAX_DRAIN_SECONDS, allowed)
 
 
 def _bounded_float(value: str, high: float, allowed: str) -> float:

@@ -24,7 +24,7 @@ from spectui import __version__, argtypes, faults, limits
 from spectui.errors import SpectuiError
 
 Command = Callable[[argparse.Namespace], int]
-COMMANDS = ("chat", "bench", "pull", "list", "rm", "pair", "worker", "export", "doctor")
+COMMANDS = ("chat", "bench", "serve", "pull", "list", "rm", "pair", "worker", "export", "doctor")
 PAIR_HELP = "a pair from `spectui list` (default: the last pulled pair, else the demo pair)"
 MODEL_REF = "a GGUF path, ollama:NAME[:TAG], lmstudio:PUBLISHER/REPO[/FILE] or hf:REPO:FILE (from the cache)"
 EXIT_BROKEN_PIPE = 141  # what a shell reports for a process ended by SIGPIPE (128 + 13)
@@ -157,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"rounds, interleaved, 1..{limits.MAX_REPEAT}; report medians (default 1)")
     bench.add_argument("--json", action="store_true", help="one JSON object per K on stdout")
 
+    add_serve_parser(sub)
+
     pull = sub.add_parser("pull", help="download a target/draft pair from the Hugging Face Hub")
     pull.add_argument("pair", nargs="?", type=argtypes.name, help="a pair name from models.toml")
     pull.add_argument("--target", type=argtypes.path,
@@ -206,8 +208,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_serve_parser(sub: argparse._SubParsersAction) -> None:
+    from spectui.serve.command import API_KEY_ENV, DEFAULT_DRAIN_SECONDS, DEFAULT_MAX_WAITING, DEFAULT_PORT
+
+    serve = sub.add_parser("serve", help="answer OpenAI-compatible requests (other tools, editors, scripts)")
+    serve.add_argument("pair", nargs="?", type=argtypes.name, help=PAIR_HELP)
+    add_model_options(serve)  # the sampling options are the defaults of requests that leave them out
+    serve.add_argument("-k", "--draft-length", type=parse_k, default=None,
+                       help=f"draft length 0..{limits.MAX_DRAFT} (0 = speculation off) or auto (the default); "
+                            "a request's `k` overrides it")
+    serve.add_argument("--host", type=argtypes.text, default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1; any other needs an API key)")
+    serve.add_argument("--port", type=argtypes.port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    serve.add_argument("--api-key", type=argtypes.text, default=None,
+                       help=f"require `Authorization: Bearer KEY` (default: ${API_KEY_ENV}); /health stays public")
+    serve.add_argument("--alias", type=argtypes.text, action="append", default=[],
+                       help="the model id clients see (repeatable: the first is listed, all are answered)")
+    serve.add_argument("--strict-model", action="store_true",
+                       help="answer 404 to a request naming another model (default: any name, as llama-server)")
+    serve.add_argument("--max-waiting", type=argtypes.waiting, default=DEFAULT_MAX_WAITING,
+                       help=f"requests that may wait for the model; more get 503 (default {DEFAULT_MAX_WAITING})")
+    serve.add_argument("--drain-seconds", type=argtypes.seconds, default=DEFAULT_DRAIN_SECONDS,
+                       help=f"on Ctrl+C, how long replies under way may finish (default {DEFAULT_DRAIN_SECONDS:g})")
+    serve.add_argument("--no-warm-up", action="store_true",
+                       help="skip touching the weights and seeding K=auto before listening")
+
+
 def _command(name: str) -> Command:
     """Import the command's implementation only when it runs (keeps start-up fast)."""
+    if name == "serve":
+        from spectui.serve.command import serve_command
+
+        return serve_command
     if name == "chat":
         from spectui.ui.run import chat_command
 

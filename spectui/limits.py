@@ -55,3 +55,12 @@ MAX_PROBABILITY = 1.0
 
 MAX_CHAT_ID = 2**63 - 1
 """A saved chat's id is an SQLite rowid: a signed 64-bit integer."""
+
+MAX_PORT = 65535
+"""TCP ports are 16-bit (`spectui serve --port`; 0 lets the system pick a free one)."""
+
+MAX_WAITING = 1024
+"""`spectui serve --max-waiting`: requests waiting for the model beyond the one it answers."""
+
+MAX_DRAIN_SECONDS = 3600.0
+"""`spectui serve --drain-seconds`: how long Ctrl+C lets replies under way finish."""

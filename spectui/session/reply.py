@@ -140,6 +140,9 @@ class ReplyDone:
     """For a reply cut by a full context or a lost worker: what happened and what to do."""
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     """How its tokens were chosen (the request's: the seed drawn for it included)."""
+    raw_text: str = ""
+    """Everything the reply wrote, reasoning and its markers included (what `tokens` spell,
+    less a stop string)."""
     error: SpectuiError | None = None
     """For a reply a fault cut: the error that ended it (`spectui.faults` names it)."""
 
@@ -236,7 +239,7 @@ def run_reply(generator: Generator, chat_format: ChatFormat, request: ReplyReque
                 prompt_tokens=len(prepared.tokens), sampling=sampling_label(request.sampling),
                 thinking_tokens=thinking_tokens(target, event, prepared.markers, prepared.starts_in_reasoning))
             yield ReplyDone(figures, "".join(answer), "".join(reasoning).strip(), event.tokens, event.stats,
-                            event.message, request.sampling, event.error)
+                            event.message, request.sampling, event.text, event.error)
 
 
 def _piece(text: str, origin: str, thinking: bool, answer: list[str], reasoning: list[str]) -> ReplyPiece:

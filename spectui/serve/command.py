@@ -1,0 +1,173 @@
+"""`spectui serve`: load a pair, warm it up, and answer OpenAI-compatible requests with it.
+
+It binds 127.0.0.1 by default; any other address needs an API key (`--api-key` or
+`SPECTUI_API_KEY`), since whoever reaches the port runs the models. The socket is bound before the
+models load, so a port in use is one line at once, not after a minute of loading. Ctrl+C stops
+taking requests and lets the replies under way (and those waiting) finish, for at most
+`--drain-seconds`; a second Ctrl+C stops at once. Either way the models are freed and the exit
+code is 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import socket
+import sys
+
+from spectui.errors import SpectuiError
+
+API_KEY_ENV = "SPECTUI_API_KEY"
+DEFAULT_PORT = 8080
+DEFAULT_DRAIN_SECONDS = 30.0
+DEFAULT_MAX_WAITING = 8
+SERVE_MAX_TOKENS = 1024
+"""A reply's length when the request gives none (and `--max-tokens` was not given)."""
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def api_key_of(args: argparse.Namespace) -> str | None:
+    key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV)
+    if key is not None and not key.strip():
+        raise SpectuiError(f"the API key is empty: give a real one with --api-key or {API_KEY_ENV}")
+    return key
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket (before anything slow), or one line saying why not."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        if error.errno in (98, 48):  # EADDRINUSE on Linux, macOS
+            raise SpectuiError(f"port {port} on {host} is in use (another server?): pick another with --port") from None
+        raise SpectuiError(f"cannot listen on {host}:{port} ({error.strerror or error}): check --host and --port") \
+            from None
+    sock.listen(128)
+    return sock
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    key = api_key_of(args)
+    if not is_loopback(args.host) and key is None:
+        raise SpectuiError(f"--host {args.host} would let anyone who can reach this machine use the models: "
+                           f"set an API key with --api-key KEY or {API_KEY_ENV}, or keep the default 127.0.0.1")
+    sock = bind(args.host, args.port)
+    try:
+        state, session, label = load(args, key)
+    except BaseException:
+        sock.close()
+        raise
+    return run(args, sock, state, session, label)
+
+
+def load(args: argparse.Namespace, key: str | None):  # type: ignore[no-untyped-def]
+    """Load the pair, warm it up (weights touched, K = auto seeded), and make the server's state."""
+    from spectui.chat.template import ChatFormat
+    from spectui.engine.generator import load_generator
+    from spectui.serve.app import ServerState
+    from spectui.serve.convert import Defaults
+    from spectui.serve.slot import ReplySlot
+    from spectui.session import baseline, machine, memory
+    from spectui.session.loaded import EngineSession
+    from spectui.session.options import models_from_args
+    from spectui.engine.config import recommended_sampling
+
+    choice = models_from_args(args)
+    plan = memory.plan_run(choice.target, choice.drafter, args.ctx, args.n_gpu_layers)
+    for warning in plan.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    label = f"{choice.target.name} + {choice.drafter.draft.name}" if choice.drafter.draft else choice.target.name
+    threads = args.threads or machine.default_threads(machine.LoadMeter().sample())
+    print(f"spectui serve: loading {label} ({threads} thread{'s' if threads > 1 else ''}) ...", file=sys.stderr)
+    generator = load_generator(choice.target, plan.apply(choice.drafter), n_ctx=args.ctx,
+                               n_gpu_layers=plan.n_gpu_layers, n_threads=threads, rpc=args.rpc or choice.rpc,
+                               tensor_split=args.tensor_split)
+    session = EngineSession()
+    session.install(generator, "chat")
+    for note in generator.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if not args.no_warm_up:
+        text = baseline.COMPLETION_PROMPT if session.chat_format.is_completion else baseline.CALIBRATION_PROMPT
+        baseline.calibrate(generator, session.prompt_tokens([_user(text)]), lambda: False, tokens=8)
+    sampling = recommended_sampling(generator.target.meta).sampling
+    sampling = _overridden(sampling, args)
+    kind = None if choice.drafter.kind == "auto" else choice.drafter.kind
+    k = args.draft_length if args.draft_length is not None else (choice.recommended_k or "auto")
+    defaults = Defaults(sampling, args.max_tokens or SERVE_MAX_TOKENS, k, kind)
+    pair = choice.pair_name if choice.pair_name != "custom" else None
+    names = [name for name in dict.fromkeys([*args.alias, pair, choice.target.stem, choice.target.name]) if name]
+    model_id, aliases = names[0], tuple(names[1:])
+    info = generator.describe()
+    model_info = {
+        "meta": {"target": choice.target.name, "draft": choice.drafter.draft.name if choice.drafter.draft else None,
+                 "drafter": kind or info.default, "drafters": list(info.kinds), "drafter_labels": dict(info.labels),
+                 "n_ctx": generator.target.n_ctx, "n_vocab": generator.target.n_vocab,
+                 "template": ChatFormat.from_model(generator.target, "chat").description},
+    }
+    state = ServerState(ReplySlot(session, args.max_waiting), defaults, model_id, model_info, aliases, key,
+                        args.strict_model)
+    state.slot.on_done = lambda done: state.metrics.reply(done.figures)
+    return state, session, label
+
+
+def _user(text: str):  # type: ignore[no-untyped-def]
+    from spectui.chat.template import ChatMessage
+
+    return ChatMessage("user", text)
+
+
+def _overridden(sampling, args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The model's recommended sampling with what the command line set."""
+    from dataclasses import replace
+
+    changes = {name: getattr(args, name) for name in ("temperature", "top_k", "top_p", "min_p", "seed")
+               if getattr(args, name, None) is not None}
+    return replace(sampling, **changes)
+
+
+def run(args: argparse.Namespace, sock: socket.socket, state, session, label: str) -> int:  # type: ignore[no-untyped-def]
+    server = build_server(args, state, session)
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"spectui serve: {label} as model {state.model_id!r} on http://{shown}:{port}/v1"
+          f"{' (API key required)' if state.api_key else ''}; Ctrl+C stops", file=sys.stderr, flush=True)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    if server.interrupted:
+        print("spectui serve: stopped", file=sys.stderr)
+    return 0
+
+
+def build_server(args: argparse.Namespace, state, session):  # type: ignore[no-untyped-def]
+    """The uvicorn server for the loaded state; it frees the models when it shuts down."""
+    import uvicorn
+
+    from spectui.serve.app import build_app
+    from spectui.serve.draining import DrainingServer
+
+    def shut_down() -> None:
+        if not state.slot.close(timeout=10.0):
+            print("spectui serve: a reply did not stop in time; exiting without freeing the models",
+                  file=sys.stderr)
+            return
+        session.close()
+
+    app = build_app(state, on_shutdown=shut_down)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=args.drain_seconds, timeout_keep_alive=30)
+    return DrainingServer(config)

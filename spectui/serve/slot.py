@@ -1,0 +1,161 @@
+"""One reply at a time on the loaded pair, a bounded queue of the rest, and the bridge from the
+engine thread to the event loop.
+
+llama.cpp is blocking and its context is not thread-safe, so every reply (and every llama.cpp
+call a request needs: tokenizing, the chat template, a grammar) runs on one engine thread. The
+event loop only hands it jobs and reads their events from an `asyncio.Queue`
+(`loop.call_soon_threadsafe`), so it never waits on llama.cpp. A request that finds the slot busy
+waits in line; when `max_waiting` are already waiting it is refused (`Busy`, HTTP 503 with
+Retry-After). Each job carries a `threading.Event` its client's disconnect (or the server's
+shutdown) sets: the reply checks it every cycle, and a job whose client left while it waited
+never starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from spectui.session.loaded import EngineSession
+from spectui.session.reply import ReplyDone, ReplyEvent, ReplyRequest, run_reply
+
+BuildRequest = Callable[[Any], ReplyRequest]
+"""Makes the request from the loaded generator, on the engine thread (it may call llama.cpp)."""
+REPLY_SECONDS_GUESS = 10.0
+"""What a reply is assumed to take before one has been timed (for Retry-After)."""
+
+
+class Busy(Exception):
+    """The slot is taken and the queue is full; `retry_after` seconds is a fair wait."""
+
+    def __init__(self, retry_after: int, waiting: int) -> None:
+        super().__init__(f"the server is busy: {waiting} request(s) are already waiting for the model; "
+                         f"retry in {retry_after} s")
+        self.retry_after = retry_after
+
+
+class Closed(Exception):
+    """The server is shutting down and takes no new replies."""
+
+
+@dataclass
+class Failed:
+    """A job ended in an exception on the engine thread (the request or the reply failed)."""
+
+    error: BaseException
+
+
+@dataclass(eq=False)
+class Job:
+    build: BuildRequest
+    loop: asyncio.AbstractEventLoop
+    events: asyncio.Queue[ReplyEvent | Failed | None] = field(default_factory=asyncio.Queue)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    started: threading.Event = field(default_factory=threading.Event)
+
+    def post(self, item: ReplyEvent | Failed | None) -> None:
+        """Hand an event to the event loop (from the engine thread)."""
+        try:
+            self.loop.call_soon_threadsafe(self.events.put_nowait, item)
+        except RuntimeError:  # the loop is closed: nobody is listening any more
+            self.cancel.set()
+
+    async def next(self) -> ReplyEvent | Failed | None:
+        """The next event; None once the job has ended."""
+        return await self.events.get()
+
+
+class ReplySlot:
+    """The engine thread and its line of jobs."""
+
+    def __init__(self, session: EngineSession, max_waiting: int = 8,
+                 on_done: Callable[[ReplyDone], None] | None = None) -> None:
+        self.session = session
+        self.max_waiting = max_waiting
+        self.on_done = on_done
+        self._jobs: queue.Queue[Job | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._pending = 0
+        self._closed = False
+        self._live: set[Job] = set()
+        self._reply_seconds = REPLY_SECONDS_GUESS
+        self._thread = threading.Thread(target=self._work, name="spectui-engine", daemon=True)
+        self._thread.start()
+
+    # ----- the event loop's side ---------------------------------------------------------------
+
+    @property
+    def waiting(self) -> int:
+        """Requests in line behind the running one."""
+        with self._lock:
+            return max(self._pending - 1, 0)
+
+    @property
+    def running(self) -> int:
+        with self._lock:
+            return min(self._pending, 1)
+
+    def submit(self, build: BuildRequest) -> Job:
+        """Queue a reply; `Busy` when the line is full, `Closed` while shutting down."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._closed:
+                raise Closed("the server is shutting down")
+            if self._pending > self.max_waiting:
+                raise Busy(max(1, math.ceil(self._reply_seconds * (self._pending - 1) + 1)), self._pending - 1)
+            self._pending += 1
+            job = Job(build, loop)
+            self._live.add(job)
+        self._jobs.put(job)
+        return job
+
+    def close(self, timeout: float = 10.0) -> bool:
+        """Refuse new jobs, stop every running and waiting one, and wait for the thread; False
+        when a reply did not stop within `timeout` (the models are then left loaded)."""
+        with self._lock:
+            self._closed = True
+            for job in self._live:
+                job.cancel.set()
+        self._jobs.put(None)
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    # ----- the engine thread -----------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            started = time.monotonic()
+            try:
+                if not job.cancel.is_set():
+                    job.started.set()
+                    self._run(job)
+            finally:
+                job.post(None)
+                with self._lock:
+                    self._pending -= 1
+                    self._live.discard(job)
+                    if job.started.is_set():  # the last few replies decide the wait a refusal suggests
+                        self._reply_seconds = 0.7 * self._reply_seconds + 0.3 * (time.monotonic() - started)
+
+    def _run(self, job: Job) -> None:
+        try:
+            for event in self._events(job):
+                job.post(event)
+                if isinstance(event, ReplyDone) and self.on_done is not None:
+                    self.on_done(event)
+        except Exception as error:  # reported to the request's handler, which answers with it
+            job.post(Failed(error))
+
+    def _events(self, job: Job):  # type: ignore[no-untyped-def]
+        with self.session.lock:
+            generator, chat_format = self.session.generator, self.session.chat_format
+            if generator is None or chat_format is None:
+                raise Closed("no model is loaded")
+            request = job.build(generator)
+            yield from run_reply(generator, chat_format, request, job.cancel.is_set)
