@@ -258,11 +258,12 @@ async def watch_disconnect(request: Request, job: Job) -> None:
 
 async def first_event(job: Job) -> ReplyOpened:
     """The reply core's first word: the prompt is made and fits, or why not."""
-    event = await job.next()
+    batch = await job.next()
+    if batch is None:
+        raise HttpError(503, "the reply was cancelled before it started")
+    [event] = batch  # it comes alone
     if isinstance(event, Failed):
         raise failure(event.error)
-    if event is None:
-        raise HttpError(503, "the reply was cancelled before it started")
     assert isinstance(event, ReplyOpened)
     if not event.fits:
         job.cancel.set()
@@ -286,15 +287,15 @@ def failure(error: BaseException) -> HttpError:
 
 
 async def events(job: Job) -> AsyncIterator[list[object]]:
-    """The job's events in batches: whatever has arrived since the last batch (at least one)."""
+    """The job's events in batches: whatever has arrived since the last batch."""
     while True:
-        batch = [await job.next()]
+        arrived = [await job.next()]
         while not job.events.empty():
-            batch.append(job.events.get_nowait())
-        items = [item for item in batch if item is not None]
+            arrived.append(job.events.get_nowait())
+        items = [event for batch in arrived if batch is not None for event in batch]
         if items:
             yield items
-        if None in batch:
+        if None in arrived:
             return
 
 

@@ -77,8 +77,10 @@ def serve_command(args: argparse.Namespace) -> int:
 
 
 def load(args: argparse.Namespace, key: str | None):  # type: ignore[no-untyped-def]
-    """Load the pair, warm it up (weights touched, K = auto seeded), and make the server's state."""
+    """Load the pair and warm it up (weights touched, K = auto seeded) on the engine thread, where
+    every reply will run (see `serve.slot`), and make the server's state."""
     from spectui.chat.template import ChatFormat
+    from spectui.engine.config import recommended_sampling
     from spectui.engine.generator import load_generator
     from spectui.serve.app import ServerState
     from spectui.serve.convert import Defaults
@@ -86,7 +88,6 @@ def load(args: argparse.Namespace, key: str | None):  # type: ignore[no-untyped-
     from spectui.session import baseline, machine, memory
     from spectui.session.loaded import EngineSession
     from spectui.session.options import models_from_args
-    from spectui.engine.config import recommended_sampling
 
     choice = models_from_args(args)
     plan = memory.plan_run(choice.target, choice.drafter, args.ctx, args.n_gpu_layers)
@@ -95,16 +96,26 @@ def load(args: argparse.Namespace, key: str | None):  # type: ignore[no-untyped-
     label = f"{choice.target.name} + {choice.drafter.draft.name}" if choice.drafter.draft else choice.target.name
     threads = args.threads or machine.default_threads(machine.LoadMeter().sample())
     print(f"spectui serve: loading {label} ({threads} thread{'s' if threads > 1 else ''}) ...", file=sys.stderr)
-    generator = load_generator(choice.target, plan.apply(choice.drafter), n_ctx=args.ctx,
-                               n_gpu_layers=plan.n_gpu_layers, n_threads=threads, rpc=args.rpc or choice.rpc,
-                               tensor_split=args.tensor_split)
     session = EngineSession()
-    session.install(generator, "chat")
+    slot = ReplySlot(session, args.max_waiting)
+
+    def load_and_warm_up() -> None:
+        generator = load_generator(choice.target, plan.apply(choice.drafter), n_ctx=args.ctx,
+                                   n_gpu_layers=plan.n_gpu_layers, n_threads=threads, rpc=args.rpc or choice.rpc,
+                                   tensor_split=args.tensor_split)
+        session.install(generator, "chat")
+        if not args.no_warm_up:
+            text = baseline.COMPLETION_PROMPT if session.chat_format.is_completion else baseline.CALIBRATION_PROMPT
+            baseline.calibrate(generator, session.prompt_tokens([_user(text)]), lambda: False, tokens=8)
+
+    try:
+        slot.call(load_and_warm_up)
+    except BaseException:
+        slot.close()
+        raise
+    generator = session.generator
     for note in generator.notes:
         print(f"note: {note}", file=sys.stderr)
-    if not args.no_warm_up:
-        text = baseline.COMPLETION_PROMPT if session.chat_format.is_completion else baseline.CALIBRATION_PROMPT
-        baseline.calibrate(generator, session.prompt_tokens([_user(text)]), lambda: False, tokens=8)
     sampling = recommended_sampling(generator.target.meta).sampling
     sampling = _overridden(sampling, args)
     kind = None if choice.drafter.kind == "auto" else choice.drafter.kind
@@ -120,8 +131,7 @@ def load(args: argparse.Namespace, key: str | None):  # type: ignore[no-untyped-
                  "n_ctx": generator.target.n_ctx, "n_vocab": generator.target.n_vocab,
                  "template": ChatFormat.from_model(generator.target, "chat").description},
     }
-    state = ServerState(ReplySlot(session, args.max_waiting), defaults, model_id, model_info, aliases, key,
-                        args.strict_model)
+    state = ServerState(slot, defaults, model_id, model_info, aliases, key, args.strict_model)
     state.slot.on_done = lambda done: state.metrics.reply(done.figures)
     return state, session, label
 
@@ -164,11 +174,9 @@ def build_server(args: argparse.Namespace, state, session):  # type: ignore[no-u
     from spectui.serve.draining import DrainingServer
 
     def shut_down() -> None:
-        if not state.slot.close(timeout=10.0):
-            print("spectui serve: a reply did not stop in time; exiting without freeing the models",
-                  file=sys.stderr)
-            return
-        session.close()
+        """Stop every reply, then free the models on the engine thread."""
+        if not state.slot.close(timeout=10.0, last=session.close):
+            print("spectui serve: a reply did not stop in time; exiting without freeing the models", file=sys.stderr)
 
     app = build_app(state, on_shutdown=shut_down)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",

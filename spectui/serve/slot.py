@@ -4,7 +4,14 @@ engine thread to the event loop.
 llama.cpp is blocking and its context is not thread-safe, so every reply (and every llama.cpp
 call a request needs: tokenizing, the chat template, a grammar) runs on one engine thread. The
 event loop only hands it jobs and reads their events from an `asyncio.Queue`
-(`loop.call_soon_threadsafe`), so it never waits on llama.cpp. A request that finds the slot busy
+(`loop.call_soon_threadsafe`), so it never waits on llama.cpp. The models are loaded and warmed
+up on that same thread too (`call`): llama.cpp's CPU backend runs each calling thread's work on
+that thread's own OpenMP team, and a second team that stays alive (the main thread's, had it
+loaded the models) competes with the first for the cores; measured on the demo pair, 2 cores:
+replies on another thread than the load's decoded at 41 tok/s against 230. Events cross once per cycle, as
+one batch (the pieces of the tokens a cycle accepted), not one by one: each crossing wakes the
+loop, which then competes with the engine for the GIL and, on a small CPU, with llama.cpp's
+threads for the cores. A request that finds the slot busy
 waits in line; when `max_waiting` are already waiting it is refused (`Busy`, HTTP 503 with
 Retry-After). Each job carries a `threading.Event` its client's disconnect (or the server's
 shutdown) sets: the reply checks it every cycle, and a job whose client left while it waited
@@ -22,8 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from spectui.engine.events import Progress
 from spectui.session.loaded import EngineSession
-from spectui.session.reply import ReplyDone, ReplyEvent, ReplyRequest, run_reply
+from spectui.session.reply import ReplyDone, ReplyEvent, ReplyOpened, ReplyPiece, ReplyRequest, run_reply
 
 BuildRequest = Callable[[Any], ReplyRequest]
 """Makes the request from the loaded generator, on the engine thread (it may call llama.cpp)."""
@@ -55,20 +63,38 @@ class Failed:
 class Job:
     build: BuildRequest
     loop: asyncio.AbstractEventLoop
-    events: asyncio.Queue[ReplyEvent | Failed | None] = field(default_factory=asyncio.Queue)
+    events: asyncio.Queue[list[ReplyEvent | Failed] | None] = field(default_factory=asyncio.Queue)
     cancel: threading.Event = field(default_factory=threading.Event)
     started: threading.Event = field(default_factory=threading.Event)
 
-    def post(self, item: ReplyEvent | Failed | None) -> None:
-        """Hand an event to the event loop (from the engine thread)."""
+    def post(self, item: list[ReplyEvent | Failed] | None) -> None:
+        """Hand a batch of events to the event loop (from the engine thread); None: the end."""
         try:
             self.loop.call_soon_threadsafe(self.events.put_nowait, item)
         except RuntimeError:  # the loop is closed: nobody is listening any more
             self.cancel.set()
 
-    async def next(self) -> ReplyEvent | Failed | None:
-        """The next event; None once the job has ended."""
+    async def next(self) -> list[ReplyEvent | Failed] | None:
+        """The next batch of events; None once the job has ended."""
         return await self.events.get()
+
+
+@dataclass(eq=False)
+class Call:
+    """Work for the engine thread that is not a reply."""
+
+    work: Callable[[], Any]
+    done: threading.Event = field(default_factory=threading.Event)
+    result: Any = None
+    error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = self.work()
+        except BaseException as error:  # handed to the caller waiting in `ReplySlot.call`
+            self.error = error
+        finally:
+            self.done.set()
 
 
 class ReplySlot:
@@ -79,7 +105,7 @@ class ReplySlot:
         self.session = session
         self.max_waiting = max_waiting
         self.on_done = on_done
-        self._jobs: queue.Queue[Job | None] = queue.Queue()
+        self._jobs: queue.Queue[Job | Call | None] = queue.Queue()
         self._lock = threading.Lock()
         self._pending = 0
         self._closed = False
@@ -115,13 +141,25 @@ class ReplySlot:
         self._jobs.put(job)
         return job
 
-    def close(self, timeout: float = 10.0) -> bool:
-        """Refuse new jobs, stop every running and waiting one, and wait for the thread; False
-        when a reply did not stop within `timeout` (the models are then left loaded)."""
+    def call(self, work: Callable[[], Any]) -> Any:
+        """Run `work` on the engine thread, wait for it and return what it returns (or raise what
+        it raised): loading, warming up and freeing the models."""
+        call = Call(work)
+        self._jobs.put(call)
+        call.done.wait()
+        if call.error is not None:
+            raise call.error
+        return call.result
+
+    def close(self, timeout: float = 10.0, last: Callable[[], Any] | None = None) -> bool:
+        """Refuse new jobs, stop every running and waiting one, run `last` on the engine thread
+        (freeing the models), and wait for the thread; False when that took over `timeout`."""
         with self._lock:
             self._closed = True
             for job in self._live:
                 job.cancel.set()
+        if last is not None:
+            self._jobs.put(Call(last))
         self._jobs.put(None)
         self._thread.join(timeout)
         return not self._thread.is_alive()
@@ -130,6 +168,9 @@ class ReplySlot:
 
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
+            if isinstance(job, Call):
+                job.run()
+                continue
             started = time.monotonic()
             try:
                 if not job.cancel.is_set():
@@ -144,13 +185,25 @@ class ReplySlot:
                         self._reply_seconds = 0.7 * self._reply_seconds + 0.3 * (time.monotonic() - started)
 
     def _run(self, job: Job) -> None:
+        batch: list[ReplyEvent | Failed] = []
+        first_text = True
         try:
             for event in self._events(job):
-                job.post(event)
+                if isinstance(event, Progress):  # a cycle ended: what it made goes out together
+                    if batch:
+                        job.post(batch)
+                        batch = []
+                    continue
+                batch.append(event)
+                # the prompt's verdict, the first text (the time to first token) and the end go at once
+                if isinstance(event, ReplyOpened | ReplyDone) or (isinstance(event, ReplyPiece) and first_text):
+                    first_text = first_text and not isinstance(event, ReplyPiece)
+                    job.post(batch)
+                    batch = []
                 if isinstance(event, ReplyDone) and self.on_done is not None:
                     self.on_done(event)
         except Exception as error:  # reported to the request's handler, which answers with it
-            job.post(Failed(error))
+            job.post([*batch, Failed(error)])
 
     def _events(self, job: Job):  # type: ignore[no-untyped-def]
         with self.session.lock:
