@@ -1,6 +1,7 @@
 """`spectui serve` measured: its API's overhead, and spectui serve against llama-server.
 
-    .venv/bin/python scripts/bench_serve.py                  # the demo pair, both parts (~15 min on 2 cores)
+    .venv/bin/python scripts/bench_serve.py                  # the chat demo pair, both parts (~15 min on 2 cores)
+    .venv/bin/python scripts/bench_serve.py --pair demo-base # the Gemma 3 270M base pair of earlier benchmarks
     .venv/bin/python scripts/bench_serve.py --tiny           # the tiny test pair, few tokens: checks the script
     .venv/bin/python scripts/bench_serve.py --part overhead  # or --part llama
     .venv/bin/python scripts/bench_serve.py --target T.gguf --draft D.gguf --threads 2 --out results.json
@@ -18,16 +19,18 @@ Part `llama` (issue #26: ≥ 1.2x llama-server's tok/s at T = 0 and ≥ 1.3x at 
 serve` with its defaults (drafter auto, K = auto) and llama-server (built from the vendored
 llama.cpp, scripts/build_llama_cpp.sh) on the same files with several speculative settings
 (`--model-draft`, `--spec-type` draft-simple alone and behind ngram-simple / ngram-mod, draft
-lengths 3/5/8, p-min 0 and 0.75), every server loaded once and all asked in turn, round by round,
-the same prompts through the same client code: /v1/completions, streamed, 256 tokens, with
+lengths 3/5/8, p-min 0 and 0.75), all loaded afresh for each round and temperature and asked in
+turn, prompt by prompt, through the same client code: /v1/completions, streamed, 256 tokens, with
 usage. At T = 0.8 both sample with top-k 40, top-p 0.95, min-p 0.05 and the same seed per round
 (their generators differ, so their texts do too: compare rates, over rounds and prompts).
 spectui is compared with llama-server's best setting at each temperature. Each server's own
 `timings.predicted_per_second` is kept beside the client's figure.
 
-The demo target is a base model: prompts are text to continue (the completions route), as in
-scripts/bench_lookup.py, whose workloads these are. Run it on a quiet machine; compare figures
-only within one run. Nothing here is a test: it measures.
+The prompts are scripts/bench_lookup.py's workloads, each as one user turn rendered with the
+target's own chat template by spectui (`ChatFormat.render`; a base model without one gets the text
+to continue), and both servers get that same text on /v1/completions: the same tokens, whatever
+their chat routes would make of the template. Run it on a quiet machine; compare figures only
+within one run. Nothing here is a test: it measures.
 """
 
 from __future__ import annotations
@@ -253,8 +256,7 @@ def overhead(setup: Setup, logs: Path) -> dict[str, object]:
 def local_round(setup: Setup, round_no: int) -> list[Reply]:
     gen, chat_format = in_process(setup)
     try:
-        return [local_reply(gen, chat_format, f"({round_no}) {text}", setup.max_tokens)
-                for text in setup.prompts.values()]
+        return [local_reply(gen, chat_format, text, setup.max_tokens) for text in setup.prompts.values()]
     finally:
         gen.close()
 
@@ -262,8 +264,7 @@ def local_round(setup: Setup, round_no: int) -> list[Reply]:
 def api_round(setup: Setup, logs: Path, round_no: int) -> list[Reply]:
     command, url = spectui_server(setup)
     with running(command, url, logs / f"spectui-serve-overhead-{round_no}.log"):
-        return [ask(url, f"({round_no}) {text}", setup.max_tokens, {"temperature": 0})
-                for text in setup.prompts.values()]
+        return [ask(url, text, setup.max_tokens, {"temperature": 0}) for text in setup.prompts.values()]
 
 
 def summarize_overhead(rows: dict[str, list[Reply]]) -> dict[str, object]:
@@ -286,22 +287,24 @@ def summarize_overhead(rows: dict[str, list[Reply]]) -> dict[str, object]:
 
 
 def versus_llama(setup: Setup, logs: Path) -> dict[str, object]:
-    """spectui serve and every llama-server setting, asked in turn, round by round."""
+    """spectui serve and every llama-server setting, asked in turn on every prompt. Every server
+    starts afresh for each round and temperature: spectui's suffix lookup learns from the replies
+    it has written, and a prompt asked again (or the T = 0 reply to it before the T = 0.8 one)
+    would let it propose what it already wrote."""
     assert setup.llama_server is not None
-    servers = {"spectui": spectui_server(setup)}
-    servers |= {f"llama {name}": llama_server(setup, flags) for name, flags in setup.llama_configs.items()}
     results: dict[str, dict[str, list[Reply]]] = {"T=0": {}, "T=0.8": {}}
-    with ExitStack() as stack:
-        for name, (command, url) in servers.items():
-            print(f"starting {name} ...", file=sys.stderr)
-            stack.enter_context(running(command, url, logs / f"{re.sub(r'[^a-z0-9.]+', '-', name)}.log"))
-            ask(url, "Warm up.", 8, {"temperature": 0})
-        for round_no in range(1, setup.repeat + 1):
-            for label, sampling in (("T=0", {"temperature": 0}), ("T=0.8", {**SAMPLED, "seed": round_no})):
+    for round_no in range(1, setup.repeat + 1):
+        for label, sampling in (("T=0", {"temperature": 0}), ("T=0.8", {**SAMPLED, "seed": round_no})):
+            servers = {"spectui": spectui_server(setup)}
+            servers |= {f"llama {name}": llama_server(setup, flags) for name, flags in setup.llama_configs.items()}
+            with ExitStack() as stack:
+                for name, (command, url) in servers.items():
+                    log = logs / f"{re.sub(r'[^a-z0-9.]+', '-', name)}-{round_no}-{label}.log"
+                    stack.enter_context(running(command, url, log))
+                    ask(url, "Warm up.", 8, {"temperature": 0})
+                order = list(servers.items())
                 for prompt_name, text in setup.prompts.items():
-                    order = list(servers.items())
-                    if round_no % 2 == 0:
-                        order.reverse()
+                    order.reverse()  # who goes first alternates
                     for name, (_command, url) in order:
                         reply = ask(url, text, setup.max_tokens, sampling)
                         results[label].setdefault(name, []).append(reply)
@@ -352,6 +355,15 @@ def report(results: dict[str, object]) -> None:
     print(f"\nmachine: {os.cpu_count()} cores; others' load during the run is not controlled: run it on a quiet one")
 
 
+def rendered(target: Path, text: str) -> str:
+    """`text` as one user turn in the target's chat template (a base model's: the text itself)."""
+    from spectui.chat.template import ChatFormat, ChatMessage
+    from spectui.engine.model import LlamaModel
+
+    with LlamaModel.load(target, n_ctx=0, vocab_only=True) as model:
+        return ChatFormat.from_model(model).render([ChatMessage("user", text)])
+
+
 def tiny_pair() -> tuple[Path, Path]:
     sys.path.insert(0, str(ROOT / "tests"))
     import tiny_gguf
@@ -368,6 +380,7 @@ def default_llama_server() -> Path | None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pair", default="demo", help="a built-in demo pair: demo (chat, default) or demo-base")
     parser.add_argument("--target", type=Path, help="another target GGUF (default: the demo pair's)")
     parser.add_argument("--draft", type=Path, help="its draft GGUF (with --target)")
     parser.add_argument("--tiny", action="store_true", help="the tiny test pair, 32 tokens, 1 round: checks the script")
@@ -391,12 +404,12 @@ def main() -> int:
     else:
         from spectui.catalog.demo import ensure_demo_pair
 
-        pair = ensure_demo_pair()
+        pair = ensure_demo_pair(args.pair)
         target, draft = pair.target, pair.draft
     llama = args.llama_server or default_llama_server()
     if args.part in ("llama", "all") and llama is None:
         parser.error("no llama-server found: run scripts/build_llama_cpp.sh or pass --llama-server")
-    prompts = {name: text for name, text in PROMPTS.items() if not args.prompt or name in args.prompt}
+    prompts = {name: rendered(target, text) for name, text in PROMPTS.items() if not args.prompt or name in args.prompt}
     configs = {name: flags for name, flags in LLAMA_CONFIGS.items()
                if not args.llama_config or name in args.llama_config}
     setup = Setup(target, draft, args.max_tokens or (32 if args.tiny else 256), args.repeat or (1 if args.tiny else 3),

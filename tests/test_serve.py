@@ -241,3 +241,18 @@ def test_metrics_count_requests_tokens_and_drafts(server) -> None:
     drafted, accepted = (values[f'spectui_{kind}_tokens_total{{drafter="model"}}'] for kind in ("drafted", "accepted"))
     assert drafted >= accepted > 0
     assert values["spectui_time_to_first_token_seconds_count"] >= 1 and values["spectui_reply_acceptance_count"] >= 1
+
+
+def test_a_models_own_sampling_is_what_requests_get_and_the_command_line_overrides_it(tmp_path, monkeypatch) -> None:
+    from dataclasses import replace
+
+    monkeypatch.setenv("SPECTUI_HOME", str(tmp_path / "home"))
+    spec = replace(tiny_gguf.TinySpec(), sampling=(("temp", 0.6), ("top_k", 20), ("top_p", 0.9), ("min_p", 0.0)))
+    pair = tiny_gguf.write_pair(tmp_path / "recommending", spec=spec)
+    with served(pair.target, pair.draft) as running:
+        sampling = running.state.defaults.sampling
+        assert (sampling.top_k, sampling.min_p) == (20, 0.0)
+        assert sampling.temperature == pytest.approx(0.6) and sampling.top_p == pytest.approx(0.9)
+    with served(pair.target, pair.draft, "--temperature", "0", "--top-k", "5") as running:
+        sampling = running.state.defaults.sampling
+        assert (sampling.temperature, sampling.top_k, sampling.min_p) == (0.0, 5, 0.0)
