@@ -100,23 +100,19 @@ class Reply:
 # ----- asking a server ----------------------------------------------------------------------------
 
 
-CLIENTS: dict[str, httpx.Client] = {}
-"""One client per server, kept between requests as a real client keeps its connection (a new
-httpx.Client costs ~20 ms, mostly its TLS context, which would be counted as the server's TTFT)."""
-
-
 def ask(url: str, prompt: str, max_tokens: int, sampling: dict[str, object], **extra: object) -> Reply:
     """One streamed /v1/completions request, timed on this side."""
     body = {"prompt": prompt, "max_tokens": max_tokens, "stream": True, "stream_options": {"include_usage": True},
             **sampling, **extra}
-    start = time.perf_counter()
+    # made before the clock starts: a new httpx.Client costs ~20 ms (its TLS context), which is
+    # not the server's; its connection (a localhost handshake) is made on the clock, as for any
+    # client, and is never a kept-alive one the server may have closed meanwhile
+    http = httpx.Client(timeout=600)
     first = last = None
     usage: dict[str, object] = {}
     timings: dict[str, object] = {}
-    if url not in CLIENTS:
-        CLIENTS[url] = httpx.Client(timeout=600)
-    http = CLIENTS[url]
-    with http.stream("POST", f"{url}/v1/completions", json=body) as response:
+    start = time.perf_counter()
+    with http, http.stream("POST", f"{url}/v1/completions", json=body) as response:
         response.raise_for_status()
         for line in response.iter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
@@ -164,12 +160,21 @@ def running(command: list[str], url: str, log: Path) -> Iterator[str]:
                 process.kill()
 
 
+GIVEN_PORTS: set[int] = set()
+
+
 def free_port() -> int:
+    """A port nothing listens on, and not one handed out before (the system may offer a port
+    again once its probe socket is closed, before the server given it has bound it)."""
     import socket
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in GIVEN_PORTS:
+            GIVEN_PORTS.add(port)
+            return port
 
 
 def spectui_server(setup: Setup) -> tuple[list[str], str]:
@@ -182,7 +187,7 @@ def spectui_server(setup: Setup) -> tuple[list[str], str]:
 def llama_server(setup: Setup, flags: list[str]) -> tuple[list[str], str]:
     port = free_port()
     command = [str(setup.llama_server), "-m", str(setup.target), "--port", str(port), "-t", str(setup.threads),
-               "-tb", str(setup.threads), "-c", "4096", "-np", "1", "--no-webui", "--log-disable"]
+               "-tb", str(setup.threads), "-c", "4096", "-np", "1", "--no-webui"]
     if flags:
         command += ["--model-draft", str(setup.draft), *flags]
     return command, f"http://127.0.0.1:{port}"
@@ -341,7 +346,7 @@ def report(results: dict[str, object]) -> None:
         print(f"tok/s   in process {o['in_process_tps']:8.1f}   API {o['api_tps']:8.1f}   ratio {o['tps_ratio']:.3f} "
               f"(rounds {o['tps_ratio_range'][0]:.3f}-{o['tps_ratio_range'][1]:.3f}; goal >= 0.95)")
         print(f"TTFT ms in process {o['in_process_ttft_ms']:8.1f}   API {o['api_ttft_ms']:8.1f}   "
-              f"+{o['ttft_delta_ms']:.1f} ms (rounds {o['ttft_delta_range_ms'][0]:.1f} to "
+              f"{o['ttft_delta_ms']:+.1f} ms (rounds {o['ttft_delta_range_ms'][0]:.1f} to "
               f"{o['ttft_delta_range_ms'][1]:.1f}; goal <= +20)")
     if "llama" in results:
         for label, entry in results["llama"].items():
