@@ -237,3 +237,12 @@ def test_a_waiting_client_that_leaves_never_starts_its_reply(roomy) -> None:
         list(lines)
     wait_for(lambda: roomy.state.slot.waiting == 0 and roomy.state.slot.running == 0, "the line to empty")
     assert [done.figures.tokens for done in seen] == [200]  # only the stream's reply ran
+
+
+def test_a_request_without_max_tokens_runs_until_the_end_token_or_a_full_context(server) -> None:
+    with server.http() as http:
+        reply = http.post("/v1/chat/completions", json={"messages": HI, "temperature": 0}).json()
+    usage = reply["usage"]
+    assert reply["choices"][0]["finish_reason"] in ("stop", "length")
+    # the context (--ctx 256) is the limit; the last token is never decoded, so it needs no room
+    assert usage["completion_tokens"] > 16 and usage["total_tokens"] <= 256 + 1

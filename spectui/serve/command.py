@@ -22,8 +22,6 @@ API_KEY_ENV = "SPECTUI_API_KEY"
 DEFAULT_PORT = 8080
 DEFAULT_DRAIN_SECONDS = 30.0
 DEFAULT_MAX_WAITING = 8
-SERVE_MAX_TOKENS = 1024
-"""A reply's length when the request gives none (and `--max-tokens` was not given)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -120,7 +118,7 @@ def load(args: argparse.Namespace, key: str | None):  # type: ignore[no-untyped-
     sampling = _overridden(sampling, args)
     kind = None if choice.drafter.kind == "auto" else choice.drafter.kind
     k = args.draft_length if args.draft_length is not None else (choice.recommended_k or "auto")
-    defaults = Defaults(sampling, args.max_tokens or SERVE_MAX_TOKENS, k, kind)
+    defaults = Defaults(sampling, args.max_tokens, k, kind)
     pair = choice.pair_name if choice.pair_name != "custom" else None
     names = [name for name in dict.fromkeys([*args.alias, pair, choice.target.stem, choice.target.name]) if name]
     model_id, aliases = names[0], tuple(names[1:])

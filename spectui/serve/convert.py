@@ -37,7 +37,8 @@ class Defaults:
     sampling: SamplingConfig
     """The model's recommended sampling (`engine.config.recommended_sampling`: its GGUF's
     general.sampling.*, else llama.cpp's defaults), with `--temperature` etc. over it."""
-    max_tokens: int
+    max_tokens: int | None = None
+    """`--max-tokens`; None: until the end token or a full context, as llama-server's -1."""
     k: DraftLength = AUTO
     drafter: str | None = None
 
@@ -82,13 +83,13 @@ def sampling_config(body: Sampling, defaults: SamplingConfig) -> SamplingConfig:
     )
 
 
-def max_tokens_of(body: Sampling, default: int, n_ctx: int) -> int:
-    """max_completion_tokens, else max_tokens, else llama-server's n_predict; -1 or 0 mean "as
-    long as the context allows", as llama-server reads -1."""
-    for value in (body.max_completion_tokens, body.max_tokens, body.n_predict):
+def max_tokens_of(body: Sampling, default: int | None, n_ctx: int) -> int:
+    """max_completion_tokens, else max_tokens, else llama-server's n_predict, else `default`;
+    -1 or 0 (or no default) mean "as long as the context allows", as llama-server reads -1."""
+    for value in (body.max_completion_tokens, body.max_tokens, body.n_predict, default):
         if value is not None:
             return n_ctx if value <= 0 else value
-    return default
+    return n_ctx
 
 
 def chat_messages(messages: list[Message]) -> list[ChatMessage]:
