@@ -70,6 +70,12 @@ def test_bad_chat_requests_get_one_clear_400(server, body, said) -> None:
         assert said in error_of(http.post("/v1/chat/completions", json=body), 400)
 
 
+def test_a_bad_grammar_is_a_400_even_when_streamed(server) -> None:
+    with server.http() as http:
+        response = http.post("/v1/chat/completions", json={"messages": HI, "grammar": "root ::= (", "stream": True})
+    assert "not valid GBNF" in error_of(response, 400)
+
+
 def test_bad_completion_requests_get_one_clear_400(server) -> None:
     with server.http() as http:
         for body, said in [({"prompt": ["a", "b"]}, "2 prompts"), ({"prompt": "x", "echo": True}, "echo"),

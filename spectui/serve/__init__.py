@@ -2,5 +2,6 @@
 
 schema (request bodies) -> convert (to the reply core's ReplyRequest, on the engine thread) ->
 slot (one reply at a time, a bounded queue, the engine thread) -> app (Starlette routes, SSE) ->
-openai (response shapes, usage, timings, errors); metrics (Prometheus); command (`spectui serve`).
+responses (OpenAI response shapes, usage, timings, errors); metrics (Prometheus);
+command (`spectui serve`), draining (its Ctrl+C).
 """

@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from spectui.errors import SpectuiError
-from spectui.serve import openai
+from spectui.serve import responses
 from spectui.serve.convert import Defaults, RequestError, reply_request
 from spectui.serve.metrics import CONTENT_TYPE, Metrics
 from spectui.serve.schema import ChatRequest, CompletionRequest, Unsupported, check_supported
@@ -53,7 +53,7 @@ class HttpError(Exception):
         self.status, self.kind, self.headers, self.extra = status, kind, headers or {}, extra
 
     def response(self) -> JSONResponse:
-        return JSONResponse(openai.error_body(self.status, str(self), self.kind, **self.extra),
+        return JSONResponse(responses.error_body(self.status, str(self), self.kind, **self.extra),
                             status_code=self.status, headers=self.headers)
 
 
@@ -188,7 +188,7 @@ async def reply(request: Request, kind: type[ChatRequest] | type[CompletionReque
     watcher = asyncio.create_task(watch_disconnect(request, job))
     try:
         await first_event(job)
-        completion = openai.Completion(body.model or state.model_id, chat=isinstance(body, ChatRequest))
+        completion = responses.Completion(body.model or state.model_id, chat=isinstance(body, ChatRequest))
         if body.stream:
             watcher.cancel()  # the streaming response listens for the disconnect itself
             stream = stream_chat if isinstance(body, ChatRequest) else stream_text
@@ -330,7 +330,7 @@ def spoken(entries: list, done: ReplyDone, before: int = 0) -> list:
     return kept
 
 
-def whole_response(completion: openai.Completion, done: ReplyDone, pieces: list[ReplyPiece], entries: list,
+def whole_response(completion: responses.Completion, done: ReplyDone, pieces: list[ReplyPiece], entries: list,
                    return_tokens: bool) -> dict[str, Any]:
     figures = done.figures
     entries = spoken(entries, done)
@@ -338,12 +338,13 @@ def whole_response(completion: openai.Completion, done: ReplyDone, pieces: list[
         message: dict[str, Any] = {"role": "assistant", "content": done.text}
         if done.reasoning:
             message["reasoning_content"] = done.reasoning
-        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": openai.finish_reason(figures),
-                                  "logprobs": {"content": openai.logprobs_content(entries)} if entries else None}
+        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": responses.finish_reason(figures),
+                                  "logprobs": {"content": responses.logprobs_content(entries)} if entries else None}
     else:
-        choice = {"index": 0, "text": "".join(p.text for p in pieces), "finish_reason": openai.finish_reason(figures),
-                  "logprobs": openai.completion_logprobs(entries) if entries else None}
-    extra: dict[str, Any] = {"usage": openai.usage(figures), "timings": openai.timings(figures)}
+        choice = {"index": 0, "text": "".join(p.text for p in pieces),
+                  "finish_reason": responses.finish_reason(figures),
+                  "logprobs": responses.completion_logprobs(entries) if entries else None}
+    extra: dict[str, Any] = {"usage": responses.usage(figures), "timings": responses.timings(figures)}
     if return_tokens:
         extra["tokens"] = list(done.tokens)
     return completion.envelope([choice], **extra)
@@ -352,12 +353,12 @@ def whole_response(completion: openai.Completion, done: ReplyDone, pieces: list[
 # ----- streams --------------------------------------------------------------------------------------
 
 
-async def stream_chat(job: Job, completion: openai.Completion, include_usage: bool) -> AsyncIterator[bytes]:
+async def stream_chat(job: Job, completion: responses.Completion, include_usage: bool) -> AsyncIterator[bytes]:
     """`data: {chunk}` lines: the role first, then content / reasoning_content deltas, the finish,
     usage when asked for, `[DONE]`."""
     sent = 0  # bytes of the tokens whose log-probabilities were sent
     try:
-        yield openai.sse(completion.delta({"role": "assistant", "content": None}))
+        yield responses.sse(completion.delta({"role": "assistant", "content": None}))
         async for batch in events(job):
             for kind, text, entries, done in merged(batch):
                 if done is not None:
@@ -365,16 +366,16 @@ async def stream_chat(job: Job, completion: openai.Completion, include_usage: bo
                         yield chunk
                 elif kind is not None:
                     key = "reasoning_content" if kind == "thinking" else "content"
-                    yield openai.sse(completion.delta({key: text}, entries))
+                    yield responses.sse(completion.delta({key: text}, entries))
                 sent += sum(len(e.data) for e in entries)
-        yield openai.sse("[DONE]")
+        yield responses.sse("[DONE]")
     except StreamFailure as failed:  # the status line is out: the error goes as an event
-        yield openai.sse(openai.error_body(failed.error.status, str(failed.error), failed.error.kind))
+        yield responses.sse(responses.error_body(failed.error.status, str(failed.error), failed.error.kind))
     finally:
         job.cancel.set()  # the client hung up (or the stream ended): the reply stops
 
 
-async def stream_text(job: Job, completion: openai.Completion, include_usage: bool) -> AsyncIterator[bytes]:
+async def stream_text(job: Job, completion: responses.Completion, include_usage: bool) -> AsyncIterator[bytes]:
     """A text completion's chunks: text pieces, the finish, usage when asked for, `[DONE]`."""
     offset, sent = 0, 0
     try:
@@ -384,12 +385,12 @@ async def stream_text(job: Job, completion: openai.Completion, include_usage: bo
                     for chunk in closing(completion, done, spoken(entries, done, sent), include_usage, offset):
                         yield chunk
                 elif kind is not None:
-                    yield openai.sse(completion.text_piece(text, entries, offset))
+                    yield responses.sse(completion.text_piece(text, entries, offset))
                     offset += len(text)
                 sent += sum(len(e.data) for e in entries)
-        yield openai.sse("[DONE]")
+        yield responses.sse("[DONE]")
     except StreamFailure as failed:
-        yield openai.sse(openai.error_body(failed.error.status, str(failed.error), failed.error.kind))
+        yield responses.sse(responses.error_body(failed.error.status, str(failed.error), failed.error.kind))
     finally:
         job.cancel.set()
 
@@ -426,19 +427,19 @@ class StreamFailure(Exception):
         self.error = error
 
 
-def closing(completion: openai.Completion, done: ReplyDone, entries: list, include_usage: bool,
+def closing(completion: responses.Completion, done: ReplyDone, entries: list, include_usage: bool,
             offset: int = 0) -> list[bytes]:
     """The last chunks: the finish (with timings unless a usage chunk follows), then usage."""
     if done.reason == "worker":
-        return [openai.sse(openai.error_body(500, done.message))]
+        return [responses.sse(responses.error_body(500, done.message))]
     figures = done.figures
-    finish = openai.finish_reason(figures)
+    finish = responses.finish_reason(figures)
     if completion.chat:
         last = completion.delta({}, entries, finish)
     else:
         last = completion.text_piece("", entries, offset, finish)
     chunks = [last]
     if include_usage:
-        chunks.append(completion.chunk([], usage=openai.usage(figures)))
-    chunks[-1]["timings"] = openai.timings(figures)
-    return [openai.sse(chunk) for chunk in chunks]
+        chunks.append(completion.chunk([], usage=responses.usage(figures)))
+    chunks[-1]["timings"] = responses.timings(figures)
+    return [responses.sse(chunk) for chunk in chunks]

@@ -29,6 +29,7 @@ from spectui.chat.reasoning import Markers, ReasoningSplitter, count_tokens_thro
 from spectui.chat.template import ChatFormat, ChatMessage, PromptStyle, encode_prompt
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.events import FAULT_REASONS, TARGET, Finished, GenerationStats, Progress, TextPiece, TokenLogprobs
+from spectui.engine.grammar import Grammar
 from spectui.errors import SpectuiError
 from spectui.session.figures import ReplyFigures, describe_k, sampling_label
 
@@ -177,8 +178,8 @@ class Prepared:
 
 
 def prepare(generator: Generator, chat_format: ChatFormat, request: ReplyRequest) -> Prepared:
-    """Prompt tokens, stop strings and the engine's config; raises `BadPrompt` or
-    `ChatTemplateError` (one-line `SpectuiError`s)."""
+    """Prompt tokens, stop strings and the engine's config; raises `BadPrompt`,
+    `ChatTemplateError` or `GrammarError` (one-line `SpectuiError`s)."""
     target = generator.target
     stop = request.stop
     markers, opens = None, False
@@ -194,6 +195,8 @@ def prepare(generator: Generator, chat_format: ChatFormat, request: ReplyRequest
         raise BadPrompt("nothing to reply to: the request has neither messages nor a prompt")
     if not tokens:
         raise BadPrompt("the prompt is empty")
+    if request.sampling.grammar:  # a grammar that does not parse is refused before the reply opens
+        Grammar.compile(target, request.sampling.grammar).close()
     config = GenerationConfig(max_tokens=request.max_tokens, stop=stop, sampling=request.sampling,
                               logprobs=request.logprobs, baseline_probe=request.baseline_probe)
     return Prepared(tokens, config, markers, opens)
