@@ -30,31 +30,19 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from spectui.errors import SpectuiError
 from spectui.serve import responses
-from spectui.serve.convert import Defaults, RequestError, reply_request
+from spectui.serve.convert import Defaults, reply_request
 from spectui.serve.metrics import CONTENT_TYPE, Metrics
+from spectui.serve.responses import HttpError, failure
 from spectui.serve.schema import ChatRequest, CompletionRequest, Unsupported, check_supported
 from spectui.serve.slot import Busy, Closed, Failed, Job, ReplySlot
-from spectui.session.reply import ReplyDone, ReplyLogprobs, ReplyOpened, ReplyPiece
+from spectui.serve.streams import collect, stream_chat, stream_text, whole_response
+from spectui.session.reply import ReplyOpened
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 """Request bodies above this are refused (413): far above any prompt a context holds."""
 PUBLIC_PATHS = frozenset({"/health", "/v1/health"})
 """Answered without an API key (llama-server's tools/server/server-http.cpp)."""
-
-
-class HttpError(Exception):
-    """An answer other than 200, in OpenAI's error shape."""
-
-    def __init__(self, status: int, message: str, kind: str | None = None, headers: dict[str, str] | None = None,
-                 **extra: object) -> None:
-        super().__init__(message)
-        self.status, self.kind, self.headers, self.extra = status, kind, headers or {}, extra
-
-    def response(self) -> JSONResponse:
-        return JSONResponse(responses.error_body(self.status, str(self), self.kind, **self.extra),
-                            status_code=self.status, headers=self.headers)
 
 
 @dataclass
@@ -271,175 +259,3 @@ async def first_event(job: Job) -> ReplyOpened:
                              f"({event.n_ctx} tokens), try increasing it (--ctx)", "exceed_context_size_error",
                         n_prompt_tokens=event.prompt_tokens, n_ctx=event.n_ctx)
     return event
-
-
-def failure(error: BaseException) -> HttpError:
-    """The answer for an exception the engine thread met."""
-    if isinstance(error, RequestError | Unsupported):
-        return HttpError(400, str(error))
-    if isinstance(error, Closed):
-        return HttpError(503, str(error))
-    if isinstance(error, SpectuiError):  # a template that refuses the messages, a bad grammar, ...
-        return HttpError(400, str(error))
-    from spectui.crashlog import report
-
-    return HttpError(500, report(error, "answering a request"))
-
-
-async def events(job: Job) -> AsyncIterator[list[object]]:
-    """The job's events in batches: whatever has arrived since the last batch."""
-    while True:
-        arrived = [await job.next()]
-        while not job.events.empty():
-            arrived.append(job.events.get_nowait())
-        items = [event for batch in arrived if batch is not None for event in batch]
-        if items:
-            yield items
-        if None in arrived:
-            return
-
-
-async def collect(job: Job) -> tuple[ReplyDone, list[ReplyPiece], list]:
-    done, pieces, entries = None, [], []
-    async for batch in events(job):
-        for event in batch:
-            if isinstance(event, Failed):
-                raise failure(event.error)
-            if isinstance(event, ReplyPiece):
-                pieces.append(event)
-            elif isinstance(event, ReplyLogprobs):
-                entries.extend(event.entries)
-            elif isinstance(event, ReplyDone):
-                done = event
-    if done is None:
-        raise HttpError(503, "the reply was cancelled")
-    if done.reason == "worker":
-        raise HttpError(500, done.message)
-    return done, pieces, entries
-
-
-def spoken(entries: list, done: ReplyDone, before: int = 0) -> list:
-    """The log-probabilities of the tokens the reply kept (a stop string's are dropped);
-    `before`: bytes of the reply's tokens already accounted for."""
-    limit, position, kept = len(done.raw_text.encode("utf-8")), before, []
-    for entry in entries:
-        if position >= limit:
-            break
-        kept.append(entry)
-        position += len(entry.data)
-    return kept
-
-
-def whole_response(completion: responses.Completion, done: ReplyDone, pieces: list[ReplyPiece], entries: list,
-                   return_tokens: bool) -> dict[str, Any]:
-    figures = done.figures
-    entries = spoken(entries, done)
-    if completion.chat:
-        message: dict[str, Any] = {"role": "assistant", "content": done.text}
-        if done.reasoning:
-            message["reasoning_content"] = done.reasoning
-        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": responses.finish_reason(figures),
-                                  "logprobs": {"content": responses.logprobs_content(entries)} if entries else None}
-    else:
-        choice = {"index": 0, "text": "".join(p.text for p in pieces),
-                  "finish_reason": responses.finish_reason(figures),
-                  "logprobs": responses.completion_logprobs(entries) if entries else None}
-    extra: dict[str, Any] = {"usage": responses.usage(figures), "timings": responses.timings(figures)}
-    if return_tokens:
-        extra["tokens"] = list(done.tokens)
-    return completion.envelope([choice], **extra)
-
-
-# ----- streams --------------------------------------------------------------------------------------
-
-
-async def stream_chat(job: Job, completion: responses.Completion, include_usage: bool) -> AsyncIterator[bytes]:
-    """`data: {chunk}` lines: the role first, then content / reasoning_content deltas, the finish,
-    usage when asked for, `[DONE]`."""
-    sent = 0  # bytes of the tokens whose log-probabilities were sent
-    try:
-        yield responses.sse(completion.delta({"role": "assistant", "content": None}))
-        async for batch in events(job):
-            for kind, text, entries, done in merged(batch):
-                if done is not None:
-                    for chunk in closing(completion, done, spoken(entries, done, sent), include_usage):
-                        yield chunk
-                elif kind is not None:
-                    key = "reasoning_content" if kind == "thinking" else "content"
-                    yield responses.sse(completion.delta({key: text}, entries))
-                sent += sum(len(e.data) for e in entries)
-        yield responses.sse("[DONE]")
-    except StreamFailure as failed:  # the status line is out: the error goes as an event
-        yield responses.sse(responses.error_body(failed.error.status, str(failed.error), failed.error.kind))
-    finally:
-        job.cancel.set()  # the client hung up (or the stream ended): the reply stops
-
-
-async def stream_text(job: Job, completion: responses.Completion, include_usage: bool) -> AsyncIterator[bytes]:
-    """A text completion's chunks: text pieces, the finish, usage when asked for, `[DONE]`."""
-    offset, sent = 0, 0
-    try:
-        async for batch in events(job):
-            for kind, text, entries, done in merged(batch):
-                if done is not None:
-                    for chunk in closing(completion, done, spoken(entries, done, sent), include_usage, offset):
-                        yield chunk
-                elif kind is not None:
-                    yield responses.sse(completion.text_piece(text, entries, offset))
-                    offset += len(text)
-                sent += sum(len(e.data) for e in entries)
-        yield responses.sse("[DONE]")
-    except StreamFailure as failed:
-        yield responses.sse(responses.error_body(failed.error.status, str(failed.error), failed.error.kind))
-    finally:
-        job.cancel.set()
-
-
-def merged(batch: list[object]) -> list[tuple[str | None, str, list, ReplyDone | None]]:
-    """A batch of events as chunks to send: runs of answer (or of thinking) text joined, the
-    log-probabilities that arrived with them, and the end. An error becomes an SSE error event."""
-    out: list[tuple[str | None, str, list, ReplyDone | None]] = []
-    entries: list = []
-    for event in batch:
-        if isinstance(event, Failed):
-            raise StreamFailure(failure(event.error))
-        if isinstance(event, ReplyLogprobs):
-            entries.extend(event.entries)
-        elif isinstance(event, ReplyPiece):
-            kind = "thinking" if event.thinking else "answer"
-            if out and out[-1][0] == kind and out[-1][3] is None:
-                out[-1] = (kind, out[-1][1] + event.text, out[-1][2], None)
-            else:
-                out.append((kind, event.text, [], None))
-            out[-1][2].extend(entries)
-            entries = []
-        elif isinstance(event, ReplyDone):
-            out.append((None, "", entries, event))
-            entries = []
-    if entries:
-        out.append((None, "", entries, None))
-    return out
-
-
-class StreamFailure(Exception):
-    def __init__(self, error: HttpError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-def closing(completion: responses.Completion, done: ReplyDone, entries: list, include_usage: bool,
-            offset: int = 0) -> list[bytes]:
-    """The last chunks: the finish (with timings unless a usage chunk follows), then usage."""
-    if done.reason == "worker":
-        return [responses.sse(responses.error_body(500, done.message))]
-    figures = done.figures
-    finish = responses.finish_reason(figures)
-    if completion.chat:
-        last = completion.delta({}, entries, finish)
-    else:
-        last = completion.text_piece("", entries, offset, finish)
-    chunks = [last]
-    if include_usage:
-        chunks.append(completion.chunk([], usage=responses.usage(figures)))
-    chunks[-1]["timings"] = responses.timings(figures)
-    return [responses.sse(chunk) for chunk in chunks]

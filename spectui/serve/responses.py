@@ -14,7 +14,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from starlette.responses import JSONResponse
+
 from spectui import __version__
+from spectui.errors import SpectuiError
+from spectui.serve.convert import RequestError
+from spectui.serve.schema import Unsupported
+from spectui.serve.slot import Closed
 from spectui.session.figures import ReplyFigures
 from spectui.session.reply import LogprobEntry
 
@@ -32,6 +38,32 @@ def error_body(status: int, message: str, kind: str | None = None, **extra: obje
                              "type": kind or ERROR_TYPES.get(status, "server_error")}
     error.update(extra)
     return {"error": error}
+
+
+class HttpError(Exception):
+    """An answer other than 200, in OpenAI's error shape."""
+
+    def __init__(self, status: int, message: str, kind: str | None = None, headers: dict[str, str] | None = None,
+                 **extra: object) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.headers, self.extra = status, kind, headers or {}, extra
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(error_body(self.status, str(self), self.kind, **self.extra),
+                            status_code=self.status, headers=self.headers)
+
+
+def failure(error: BaseException) -> HttpError:
+    """The answer for an exception the engine thread met."""
+    if isinstance(error, RequestError | Unsupported):
+        return HttpError(400, str(error))
+    if isinstance(error, Closed):
+        return HttpError(503, str(error))
+    if isinstance(error, SpectuiError):  # a template that refuses the messages, a bad grammar, ...
+        return HttpError(400, str(error))
+    from spectui.crashlog import report
+
+    return HttpError(500, report(error, "answering a request"))
 
 
 def finish_reason(figures: ReplyFigures) -> str:
