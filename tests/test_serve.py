@@ -102,6 +102,11 @@ def test_a_reasoning_reply_puts_its_thinking_in_reasoning_content(tmp_path, monk
         thought = "".join(d.model_extra.get("reasoning_content") or "" for d in deltas)
         said = "".join(d.content or "" for d in deltas)
         assert (thought, said.strip()) == ("Let me count.", "Four gears!")
+        off = running.client().chat.completions.create(
+            model="x", max_tokens=32, temperature=0, messages=[{"role": "user", "content": "How many gears?"}],
+            extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+        # the template wrote an empty think block after the generation prompt
+        assert off.usage.prompt_tokens > reply.usage.prompt_tokens
         again = running.client().chat.completions.create(model="x", max_tokens=32, temperature=0, messages=[
             {"role": "user", "content": "How many gears?"},
             {"role": "assistant", "content": "Four gears!", "reasoning_content": "Let me count."},
@@ -164,6 +169,22 @@ def test_a_json_schema_is_followed_with_speculation_on_and_off(server) -> None:
     assert set(json.loads(sampled.choices[0].message.content)) == {"ok", "n"}
     anything = chat(server, max_tokens=8, response_format={"type": "json_object"}, **GREEDY)
     assert anything.choices[0].message.content.startswith("{")
+
+
+def test_a_grammar_or_a_schema_in_llama_servers_fields_and_every_name_for_max_tokens(server) -> None:
+    with server.http() as http:
+        def ask(**fields: object) -> dict:
+            body = {"messages": [{"role": "user", "content": QUESTION}], "temperature": 0, **fields}
+            return http.post("/v1/chat/completions", json=body).json()
+
+        yes_no = ask(grammar='root ::= ("yes" | "no") "."', max_tokens=8)["choices"][0]["message"]["content"]
+        assert yes_no in ("yes.", "no.")
+        schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
+                  "additionalProperties": False}
+        assert set(json.loads(ask(json_schema=schema, max_tokens=20)["choices"][0]["message"]["content"])) == {"ok"}
+        for name in ("max_tokens", "max_completion_tokens", "n_predict"):
+            assert ask(**{name: 5})["usage"]["completion_tokens"] == 5, name
+        assert ask(max_tokens=9, max_completion_tokens=4)["usage"]["completion_tokens"] == 4  # the newer name wins
 
 
 def test_a_logit_bias_changes_the_reply_the_same_with_speculation_on_and_off(server) -> None:
