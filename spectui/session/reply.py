@@ -10,7 +10,7 @@ all describe what they want as a `ReplyRequest` and read what happened as `Reply
         ReplyPiece(text, origin, thinking)             # answer or reasoning, never a marker
         ReplyLogprobs(entries)                         # when request.logprobs is set
         Progress(cycle, totals)                        # the engine's running figures, per cycle
-        ReplyDone(figures, text, reasoning, tokens, stats, message)   # last
+        ReplyDone(figures, text, reasoning, tokens, stats, message, sampling, raw_text)   # last
 
 Here, and only here, a request becomes prompt tokens (the model's chat template, or raw text, or
 token ids), stop strings, and the engine's `GenerationConfig`; reasoning is cut from the answer as
@@ -29,7 +29,6 @@ from spectui.chat.reasoning import Markers, ReasoningSplitter, count_tokens_thro
 from spectui.chat.template import ChatFormat, ChatMessage, PromptStyle, encode_prompt
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.events import FAULT_REASONS, TARGET, Finished, GenerationStats, Progress, TextPiece, TokenLogprobs
-from spectui.engine.grammar import Grammar
 from spectui.errors import SpectuiError
 from spectui.session.figures import ReplyFigures, describe_k, sampling_label
 
@@ -196,6 +195,8 @@ def prepare(generator: Generator, chat_format: ChatFormat, request: ReplyRequest
     if not tokens:
         raise BadPrompt("the prompt is empty")
     if request.sampling.grammar:  # a grammar that does not parse is refused before the reply opens
+        from spectui.engine.grammar import Grammar
+
         Grammar.compile(target, request.sampling.grammar).close()
     config = GenerationConfig(max_tokens=request.max_tokens, stop=stop, sampling=request.sampling,
                               logprobs=request.logprobs, baseline_probe=request.baseline_probe)
