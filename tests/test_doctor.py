@@ -211,6 +211,6 @@ async def test_without_a_gpu_the_panel_has_no_header_line(tiny_pair, spectui_hom
 def test_a_hostile_gpu_name_is_printed_terminal_safe(tmp_path: Path) -> None:
     bin_dir = fake_program(tmp_path / "bin", "nvidia-smi", "Evil\x1b]0;owned\x07 GPU, 1024, 1.0")
     gpus = find_gpus(linux(tmp_path / "root", bin_dir))
-    assert gpus[0].name == "Evil?]0;owned? GPU"
+    assert gpus[0].name == "Evil\\x1b]0;owned\\x07 GPU"  # escaped as every name from outside (safe_text)
     line = advice(cpu_build(), gpus)
     assert line is not None and "\x1b" not in line and "\x07" not in line

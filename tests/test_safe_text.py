@@ -155,12 +155,13 @@ def test_export_lists_titles_escaped_and_stdout_is_exact_unless_a_terminal(spect
     from spectui.chat.conversation import Conversation
     from spectui.chat.store import ChatStore
     from spectui.paths import chats_db_path
+    from spectui.session.figures import ReplyFigures
 
     store = ChatStore(chats_db_path())
     chat = Conversation(store, "tiny")
     chat.add_user(f"title {HOSTILE}")
     chat.start_reply()
-    chat.finish_reply(f"reply {HOSTILE}", {"tokens": 1})
+    chat.finish_reply(f"reply {HOSTILE}", ReplyFigures(reason="eos", tokens=1))
     store.close()
     assert main(["export"]) == 0
     out = capsys.readouterr().out

@@ -176,14 +176,17 @@ def _rosetta(probe: Probe) -> bool:
 def _read(path: Path) -> str | None:
     """A small system file's text, printable (another program wrote it), or None."""
     try:
-        return printable(path.read_text(errors="replace")[:4096], keep="\n")
+        return printable(path.read_text(errors="replace")[:4096], keep_lines=True)
     except OSError:
         return None
 
 
-def printable(text: str, keep: str = "") -> str:
-    """Text from outside, safe to print on a terminal: control characters become '?'."""
-    return "".join(ch if ch.isprintable() or ch in keep else "?" for ch in text)
+def printable(text: str, keep_lines: bool = False) -> str:
+    """Text from outside, safe to print on a terminal (`spectui.safe_text`: controls escaped;
+    with `keep_lines`, newline and tab kept, as a file's layout)."""
+    from spectui import safe_text
+
+    return safe_text.block(text) if keep_lines else safe_text.line(text)
 
 
 def unused_gpus(build: BuildInfo, gpus: list[MachineGpu]) -> list[MachineGpu]:
