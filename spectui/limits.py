@@ -16,6 +16,11 @@ verify rows, so it may go past MAX_DRAFT; a drafter that runs a network pays a p
 and stays within MAX_DRAFT. On the demo pair a repeated 24-token line then takes one lookup
 cycle instead of two (docs/BENCHMARKS.md, issue #13)."""
 
+MAX_TREE_LEAVES = 16
+"""The most leaves (branches) a token tree may have: llama.cpp sequences in the target's context
+(`llama_context_params.n_seq_max`, one per root-to-leaf path, engine/tree_cache.py). A tree's
+nodes are bounded by the rows the target keeps logits for (MAX_LOOKUP_DRAFT + 1, with `last`)."""
+
 CTX_STEP = 256
 """llama.cpp pads every context up to a multiple of 256 tokens (`GGML_PAD(cparams.n_ctx, 256)`,
 src/llama-context.cpp:290), so `--ctx` must be one: any other value would silently change."""

@@ -77,7 +77,7 @@ def workload(gen: Generator, texts: Sequence[str], config: GenerationConfig, dra
 def run_all(gen: Generator, work: Workload, k: DraftLength) -> RunTotals:
     """Every prompt once at K, each read from scratch (the same work for every K). A run a fault
     cut raises it: its figures are not results."""
-    figures, outputs, hosts = [], [], []
+    figures, outputs, stats = [], [], []
     for prompt in work.prompts:
         gen.reset()
         done = final(run_reply(gen, work.chat_format, work.request(prompt, k), cancelled=work.cancelled))
@@ -86,8 +86,8 @@ def run_all(gen: Generator, work: Workload, k: DraftLength) -> RunTotals:
             raise LoadCancelled("the benchmark was stopped")
         figures.append(done.figures)
         outputs.append(done.tokens)
-        hosts.append(done.stats.host)
-    return RunTotals.of(figures, outputs, hosts)
+        stats.append(done.stats)
+    return RunTotals.of(figures, outputs, stats)
 
 
 def measure(gen: Generator, work: Workload, ks: list[DraftLength], repeat: int) -> dict[DraftLength, tuple]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from statistics import median
 
 from spectui.engine.config import DraftLength, GenerationConfig
-from spectui.engine.events import SourceTotals
+from spectui.engine.events import GenerationStats, SourceTotals
 from spectui.engine.hostcost import HostCost
 from spectui.session.figures import ReplyFigures
 
@@ -31,6 +31,10 @@ class RunTotals:
     network_wait_seconds: float = 0.0
     generated: int = 0
     host: HostCost = field(default_factory=HostCost)
+    tree_cycles: int = 0
+    tree_nodes: int = 0
+    tree_branches: int = 0
+    largest_tree: int = 0
 
     @property
     def tps(self) -> float:
@@ -38,8 +42,9 @@ class RunTotals:
 
     @classmethod
     def of(cls, figures: list[ReplyFigures], outputs: list[tuple[int, ...]],
-           hosts: Sequence[HostCost] = ()) -> RunTotals:
-        """The replies' figures (from the reply core) added up, with the host's cost of each."""
+           stats: Sequence[GenerationStats] = ()) -> RunTotals:
+        """The replies' figures (from the reply core) added up, with what only the engine's totals
+        hold (the host's cost, the token trees' shape)."""
         return cls(
             tokens=sum(f.decode_tokens for f in figures), seconds=sum(f.decode_seconds for f in figures),
             drafted=sum(f.drafted for f in figures), accepted=sum(f.accepted for f in figures),
@@ -51,7 +56,10 @@ class RunTotals:
             round_trips=sum(f.round_trips for f in figures),
             network_wait_seconds=sum(f.network_wait_seconds for f in figures),
             generated=sum(f.tokens for f in figures),
-            host=sum(hosts, HostCost()),
+            host=sum((s.host for s in stats), HostCost()),
+            tree_cycles=sum(s.tree_cycles for s in stats), tree_nodes=sum(s.tree_nodes for s in stats),
+            tree_branches=sum(s.tree_branches for s in stats),
+            largest_tree=max((s.largest_tree for s in stats), default=0),
         )
 
     @property
@@ -126,6 +134,21 @@ class BenchRow:
     """The same for the baseline (K = 0: one row read per cycle)."""
     system: dict[str, object] = field(default_factory=dict)
     """What `spectui doctor --json` says: llama.cpp's build and devices, this machine's GPUs."""
+    tree_cycles: float = 0.0
+    """The share of target passes that verified a token tree (0: chains only)."""
+    tree_nodes: float = 0.0
+    """Nodes of the average tree (its proposed tokens), over the cycles that had one."""
+    tree_branches: float = 0.0
+    """Branches (leaves) of the average tree."""
+    largest_tree: int = 0
+    """The most nodes one tree had."""
+
+    @property
+    def shape(self) -> str:
+        """`chain`, or e.g. `tree 30%: 7.2 nodes, 2.1 branches` (the table's shape column)."""
+        if not self.tree_cycles:
+            return "chain"
+        return f"tree {self.tree_cycles:.0%}: {self.tree_nodes:.1f} nodes, {self.tree_branches:.1f} branches"
 
 
 def peak_rss_mb() -> float:
@@ -200,12 +223,23 @@ def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], s
         host_ms_per_cycle=host_per_cycle(specs),
         baseline_host_ms_per_cycle=host_per_cycle(bases),
         system=info.system,
+        **_tree_figures(specs),
     )
 
 
 def host_per_cycle(runs: list[RunTotals]) -> dict[str, float]:
     """Host milliseconds per target pass over all `runs`, by part."""
     return sum((r.host for r in runs), HostCost()).per_cycle_ms(sum(r.passes for r in runs))
+
+
+
+def _tree_figures(specs: list[RunTotals]) -> dict[str, float | int]:
+    cycles, passes = sum(s.tree_cycles for s in specs), sum(s.passes for s in specs)
+    if not cycles:
+        return {}
+    return {"tree_cycles": round(cycles / passes, 3), "tree_nodes": round(sum(s.tree_nodes for s in specs) / cycles, 2),
+            "tree_branches": round(sum(s.tree_branches for s in specs) / cycles, 2),
+            "largest_tree": max(s.largest_tree for s in specs)}
 
 
 def ratios(bases: list[RunTotals], specs: list[RunTotals]) -> list[float]:
@@ -222,12 +256,12 @@ def _by_drafter(specs: list[RunTotals]) -> dict[str, dict[str, float]]:
 def format_table(rows: list[BenchRow]) -> str:
     spread = any(r.repeats > 1 for r in rows)
     lines = [f"{'K':>5} {'baseline tok/s':>15} {'spec tok/s':>11} {'speedup':>8} "
-             + (f"{'rounds':>12} " if spread else "") + f"{'accept':>7} {'mean acc.':>9} {'identical':>9}"]
+             + (f"{'rounds':>12} " if spread else "") + f"{'accept':>7} {'mean acc.':>9} {'identical':>9}  shape"]
     for r in rows:
         identical = "-" if r.identical is None else ("yes" if r.identical else "NO")
         rounds = f"{r.speedup_min:>5.2f}-{r.speedup_max:<5.2f}x " if spread else ""
         lines.append(f"{r.k!s:>5} {r.baseline_tps:>15.1f} {r.speculative_tps:>11.1f} {r.speedup:>7.2f}x {rounds}"
-                     f"{r.acceptance_rate:>7.1%} {r.mean_accepted:>9.2f} {identical:>9}")
+                     f"{r.acceptance_rate:>7.1%} {r.mean_accepted:>9.2f} {identical:>9}  {r.shape}")
     return "\n".join(lines)
 
 

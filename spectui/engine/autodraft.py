@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import TYPE_CHECKING
 
+from spectui.engine.draftplan import Calibration, DraftPlan
 from spectui.limits import MAX_DRAFT, MAX_LOOKUP_DRAFT
 
 if TYPE_CHECKING:
@@ -94,6 +95,10 @@ class DrafterFigures:
     judged_accepted: float = 2.0
     idle_cycles: int = 0
     probing: bool = False
+    last_k: int = 0
+    """The k picked for the current cycle (a plan prices its tokens at that speed-up)."""
+    by_confidence: Calibration = field(default_factory=Calibration)
+    """Chance of acceptance by the drafter's own confidence (draftplan.py)."""
 
     @property
     def acceptance(self) -> float:
@@ -138,10 +143,17 @@ class DrafterFigures:
         return c_call + c_unit * k
 
     def observe(self, step: StepResult) -> None:
-        proposal, accepted = step.proposal, step.accepted
+        proposal = step.proposal
         if proposal.caught_up <= STEADY_CATCH_UP:  # a long catch-up is not a typical cost
             self.cost.add(proposal.work, step.draft_seconds)
-        drafted = len(proposal.tokens)
+        if proposal.calibrated:
+            path = step.path if proposal.is_tree else range(step.accepted)
+            self.by_confidence.observe(proposal.parents, proposal.confidences, path)
+        # Per position: a tree's first choices are a chain, judged up to its first rejection.
+        drafted = proposal.main_chain()
+        accepted = step.accepted if not proposal.is_tree else next(
+            (i for i, node in enumerate(step.path) if node != i), len(step.path))
+        accepted = min(accepted, drafted)
         if drafted == 0:
             return
         rejected = accepted < drafted
@@ -179,12 +191,18 @@ class VerifyCosts:
 class AutoDraft:
     """Online estimates per drafter and for the target's verify pass; a `Budget` for the step."""
 
-    def __init__(self, max_k: int = MAX_DRAFT, verify: VerifyCosts | None = None) -> None:
+    def __init__(self, max_k: int = MAX_DRAFT, verify: VerifyCosts | None = None, max_leaves: int = 1) -> None:
         self.max_k = max_k
         """The longest K it picks for a drafter from its averages (`k`)."""
         self.figures: dict[str, DrafterFigures] = {}
         self.verify = verify if verify is not None else VerifyCosts()
         """The target's pass costs (shared by the generator's greedy and sampled figures)."""
+        self.max_leaves = max_leaves
+        """Branches a tree may have on this target (1: chains only; see tree_cache.py)."""
+        self.planning = True
+        """Offer drafters that price their own tokens a `plan` (False: K = auto's k alone)."""
+        self.trees = True
+        """Let plans add candidates beside the first choice where they pay (False: chains)."""
 
     def of(self, source: str) -> DrafterFigures:
         return self.figures.setdefault(source, DrafterFigures())
@@ -207,6 +225,7 @@ class AutoDraft:
             gain = self.expected_speedup(source, k)
             if gain > best_gain:
                 best_k, best_gain = k, gain
+        figures.last_k = best_k
         if best_k > 0:
             figures.idle_cycles = 0
             return best_k
@@ -215,6 +234,23 @@ class AutoDraft:
             figures.probing = True
             return PROBE_K
         return 0
+
+    def plan(self, source: str) -> DraftPlan | None:
+        """For a drafter that prices each token by its own confidence (draftplan.py), asked after
+        `k` in the same cycle: thresholds from this cycle's speed-up at k and the measured costs
+        of a draft pass and of a verify row. None before anything is measured, or on a probe."""
+        figures = self.of(source)
+        if not self.planning or figures.probing or figures.last_k <= 0 or not self.verify:
+            return None
+        k = figures.last_k
+        unit = self.verify_cost(1)
+        speedup = max(self.expected_speedup(source, k), 1.0)
+        row = max((self.verify_cost(k + 1) - unit) / k, 0.0)  # the slope: single sizes are noisy
+        c_unit = figures.cost.coefficients()[1]
+        return DraftPlan(max_tokens=self.max_k, row_value=speedup * row / unit,
+                         draft_value=speedup * (c_unit + row) / unit, mean_acceptance=figures.acceptance,
+                         max_nodes=MAX_LOOKUP_DRAFT, max_leaves=self.max_leaves if self.trees else 1,
+                         calibration=figures.by_confidence)
 
     def limit(self, source: str) -> int:
         """K = auto's ceiling for a lookup, which weighs each proposal against its verify rows

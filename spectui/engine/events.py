@@ -54,6 +54,8 @@ class CycleStats:
     """A baseline probe: decoded with speculation off and timed apart (see GenerationConfig)."""
     host: HostCost = field(default_factory=HostCost)
     """Its time outside llama.cpp's compute calls, by part (`spectui.engine.hostcost`)."""
+    branches: int = 1
+    """Leaves of the proposal: 1 for a chain, more for a token tree (`drafted` is its nodes)."""
 
 
 @dataclass
@@ -91,6 +93,14 @@ class GenerationStats:
     """accept_histogram[n] counts cycles in which n drafted tokens were accepted."""
     by_source: dict[str, SourceTotals] = field(default_factory=dict)
     """Proposed / accepted per drafter (a combination has one entry per member)."""
+    tree_cycles: int = 0
+    """Cycles whose proposal was a token tree (several candidates for some position)."""
+    tree_nodes: int = 0
+    """Tokens proposed in those cycles (their trees' nodes)."""
+    tree_branches: int = 0
+    """Leaves of those trees."""
+    largest_tree: int = 0
+    """The most nodes one tree had."""
     round_trips: int = 0
     """Network round trips to RPC workers during the reply (0 when the target is local)."""
     network_wait_seconds: float = 0.0
@@ -110,6 +120,11 @@ class GenerationStats:
         self.drafted += cycle.drafted
         self.accepted += cycle.accepted
         self.target_passes += 1
+        if cycle.branches > 1:
+            self.tree_cycles += 1
+            self.tree_nodes += cycle.drafted
+            self.tree_branches += cycle.branches
+            self.largest_tree = max(self.largest_tree, cycle.drafted)
         if cycle.drafted:
             self.accept_histogram[min(cycle.accepted, MAX_LOOKUP_DRAFT)] += 1
             totals = self.by_source.setdefault(cycle.source, SourceTotals())
@@ -126,6 +141,13 @@ class GenerationStats:
     def mean_accepted(self) -> float:
         """Tokens produced per target forward pass (1.0 without speculation)."""
         return self.decode_tokens / self.target_passes if self.target_passes else 0.0
+
+    @property
+    def mean_tree(self) -> tuple[float, float]:
+        """Nodes and branches of the average tree (0, 0 when every proposal was a chain)."""
+        if not self.tree_cycles:
+            return 0.0, 0.0
+        return self.tree_nodes / self.tree_cycles, self.tree_branches / self.tree_cycles
 
     @property
     def decode_tps(self) -> float:

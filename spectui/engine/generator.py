@@ -44,6 +44,7 @@ from spectui.engine.sampling import NoTokenAllowed
 from spectui.engine.speculative import pick, speculative_step, token_logprob
 from spectui.engine.textstream import TextStream
 from spectui.errors import ContextFullError, ModelFileError, SpectuiError, WorkerLostError
+from spectui.limits import MAX_TREE_LEAVES
 
 
 class Generator:
@@ -56,7 +57,7 @@ class Generator:
         self.notes = list(notes)
         """One line each: why a drafter that was asked for is not running."""
         self._chains: dict[str, Drafter] = {}
-        self._autos = _fresh_autos()
+        self._autos = _fresh_autos(target)
 
     # ----- what this generator can do (the UI, bench and CLI ask here) ---------------------
 
@@ -106,7 +107,7 @@ class Generator:
 
     def forget_measurements(self) -> None:
         """Start K = auto's figures afresh (after a warm-up whose timings were not typical)."""
-        self._autos = _fresh_autos()
+        self._autos = _fresh_autos(self.target)
 
     # ----- lifetime -------------------------------------------------------------------------
 
@@ -230,7 +231,7 @@ class _Reply:
             laps.lap("bookkeeping")
             host = step.host + laps.cost() + hostcost.HostCost(bookkeeping=tail)
             cycle = CycleStats(k, step.drafted, step.accepted, emitted,
-                               step.draft_seconds + step.verify_seconds, source, probe, host)
+                               step.draft_seconds + step.verify_seconds, source, probe, host, step.branches)
             started = hostcost.now()
             self.stats.add_cycle(cycle)
             self._count_traffic()
@@ -339,7 +340,7 @@ def load_generator(
         check_not_a_head(Path(target_path).expanduser())
         options = registry.target_options(spec, Path(target_path).expanduser())
         target = LlamaModel.load(target_path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, n_threads=n_threads,
-                                 progress=part(0.0, split), rpc=rpc, **options)
+                                 progress=part(0.0, split), rpc=rpc, tree_seqs=MAX_TREE_LEAVES, **options)
     except Exception:
         if rpc is not None:
             rpc.close()
@@ -357,11 +358,13 @@ def load_generator(
     return Generator(target, drafters, spec.kind if runs else None, notes)
 
 
-def _fresh_autos() -> dict[bool, AutoDraft]:
+def _fresh_autos(target: LlamaModel) -> dict[bool, AutoDraft]:
     """K = auto's figures for greedy (True) and sampled (False) replies; the target's pass costs
-    do not depend on the temperature, so both read one table."""
+    do not depend on the temperature, so both read one table. Trees only where the target can
+    verify them (an attention-only model; see tree_cache.py)."""
     verify = VerifyCosts()
-    return {True: AutoDraft(verify=verify), False: AutoDraft(verify=verify)}
+    leaves = target.n_seqs if target.can_verify_trees else 1
+    return {greedy: AutoDraft(verify=verify, max_leaves=leaves) for greedy in (True, False)}
 
 
 def _path(value: str | os.PathLike[str] | None) -> Path | None:

@@ -27,6 +27,7 @@ from spectui.engine.config import MAX_DRAFT
 from spectui.engine.loaded_file import LoadedFile
 from spectui.engine.recurrent import RollbackKind, rollback_kind
 from spectui.engine.rewind import Rewinder
+from spectui.engine.tree_cache import TreeCache, TreeLayout
 from spectui.engine.vocab import ModelVocabulary
 from spectui.errors import ContextFullError, LoadCancelled, ModelFileError, ModelLoadError
 from spectui.limits import MAX_LOOKUP_DRAFT
@@ -65,11 +66,11 @@ def gpu_offload_available() -> bool:
     return bool(local_gpu_devices())
 
 
-class LlamaModel(ModelVocabulary):
+class LlamaModel(ModelVocabulary, TreeCache):
     """A loaded model with one context; `cached` lists the tokens its KV cache holds, in order."""
 
     def __init__(self, path: Path, model: llama_cpp.llama_model_p, n_ctx: int, n_threads: int,
-                 n_batch: int, n_gpu_layers: int, rollback_depth: int = MAX_DRAFT) -> None:
+                 n_batch: int, n_gpu_layers: int, rollback_depth: int = MAX_DRAFT, tree_seqs: int = 1) -> None:
         self.path = path
         self.n_gpu_layers = n_gpu_layers
         self.rpc: RpcCluster | None = None
@@ -91,14 +92,18 @@ class LlamaModel(ModelVocabulary):
         """How this model drops its newest tokens: "kv", "snapshots" or "none" (see recurrent.py)."""
         self._ctx = None
         self._rewinder: Rewinder | None = None
+        self.n_seqs = tree_seqs if self.rollback == "kv" and n_ctx > 0 else 1
+        """llama.cpp sequences this context has: the most leaves a tree `verify_tree` takes (1:
+        chains only). Only attention-only models get more (see tree_layout.py)."""
         if n_ctx > 0:
             # llama.cpp needs n_ubatch > n_rs_seq + 1 (src/llama-batch.cpp:641)
             wanted = min(rollback_depth, n_batch - 2) if self.rollback == "snapshots" else 0
             self._ctx = self._new_context(n_ctx, n_threads, n_batch, max(wanted, 0))
             self._rewinder = Rewinder(self._ctx, self.rollback, llama_cpp.llama_n_rs_seq(self._ctx), path.name)
         self.n_ctx: int = llama_cpp.llama_n_ctx(self._ctx) if self._ctx else 0
-        self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1) if self._ctx else None
+        self._batch = llama_cpp.llama_batch_init(n_batch, 0, self.n_seqs) if self._ctx else None
         self._views: dict[tuple[int | None, int], np.ndarray] = {}
+        self._tree: TreeLayout | None = None  # the layout of the last verify_tree, until keep_branch
 
     # ----- loading -------------------------------------------------------------------------
 
@@ -116,6 +121,7 @@ class LlamaModel(ModelVocabulary):
         rpc: RpcCluster | None = None,
         rollback_depth: int = MAX_DRAFT,
         load_mtp: bool = False,
+        tree_seqs: int = 1,
     ) -> LlamaModel:
         """Load a GGUF. `n_gpu_layers=None` offloads every layer when llama.cpp has a GPU backend.
 
@@ -128,6 +134,8 @@ class LlamaModel(ModelVocabulary):
         model owns them from here on and closes them with itself.
         `load_mtp`: also load the MTP (nextn) layers a GGUF carries (llama.cpp skips them by
         default: `TENSOR_SKIP` in src/models/qwen35.cpp:38); the MTP drafter asks for it.
+        `tree_seqs`: sequences for verifying token trees (the most leaves one may have); an
+        attention-only target asks for `limits.MAX_TREE_LEAVES`, other models keep 1.
         """
         file = Path(path).expanduser()
         gguf_file.check_readable(file)
@@ -160,7 +168,7 @@ class LlamaModel(ModelVocabulary):
         threads = n_threads or os.cpu_count() or 1
         try:
             loaded = cls(file, model, 0 if vocab_only else n_ctx, threads, min(n_batch, n_ctx), n_gpu_layers,
-                         rollback_depth)
+                         rollback_depth, tree_seqs)
         except ModelLoadError:
             if watch is not None:
                 watch.close()
@@ -181,7 +189,10 @@ class LlamaModel(ModelVocabulary):
         params.n_ctx = n_ctx
         params.n_batch = n_batch
         params.n_ubatch = n_batch
-        params.n_seq_max = 1
+        params.n_seq_max = self.n_seqs
+        # One buffer for all sequences: the branches of a tree share the prefix's cells, and
+        # seq_cp between them is bookkeeping (src/llama-kv-cache.cpp:462-490).
+        params.kv_unified = self.n_seqs > 1
         params.n_outputs_max = MAX_LOGIT_ROWS
         params.n_threads = n_threads
         params.n_threads_batch = n_threads
@@ -393,7 +404,6 @@ class LlamaModel(ModelVocabulary):
     def _decode(self, tokens: Sequence[int], *, n_logits: int) -> None:
         """One llama_decode of at most n_batch tokens (one ubatch); logits for the last
         `n_logits` rows."""
-        self._rewinder.before_decode(len(self.cached))
         batch = self._batch
         base = len(self.cached)
         n = len(tokens)
@@ -404,6 +414,14 @@ class LlamaModel(ModelVocabulary):
             batch.seq_id[i][0] = 0
             batch.logits[i] = i >= n - n_logits
         batch.n_tokens = n
+        self._run(batch, n)
+        self.cached.extend(tokens)
+        for listener in self.decode_listeners:
+            listener(base, tokens)
+
+    def _run(self, batch: llama_cpp.llama_batch, n: int) -> None:
+        """llama_decode of a filled batch of n rows; raises on failure, the cache unchanged."""
+        self._rewinder.before_decode(len(self.cached))
         started = hostcost.now()
         status = llama_cpp.llama_decode(self._ctx, batch)
         if self.rpc is not None:
@@ -415,10 +433,7 @@ class LlamaModel(ModelVocabulary):
             raise ContextFullError.of(self.n_ctx)
         if status != 0:
             raise ModelLoadError(f"llama_decode failed with status {status} on {self.path.name}")
-        self.cached.extend(tokens)
         self._rewinder.after_decode(n)
-        for listener in self.decode_listeners:
-            listener(base, tokens)
 
 
 def _watch(file: Path) -> LoadedFile | None:

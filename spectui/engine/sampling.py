@@ -16,6 +16,7 @@ measures both in one run.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -227,3 +228,13 @@ def token_logprobs(logits: np.ndarray, token: int, n_top: int) -> tuple[float, t
         ids = ids[np.argsort(-row[ids], kind="stable")]
         top = tuple((int(i), float(row[i] - log_total)) for i in ids)
     return float(row[token] - log_total), top
+
+
+def without(dist: Dist, tokens: Sequence[int]) -> Dist | None:
+    """`dist` with `tokens` removed and renormalized: what a draw *without replacement* after
+    drawing them comes from (a token tree's next sibling). None when nothing is left."""
+    keep = ~np.isin(dist.ids, np.asarray(tokens, dtype=dist.ids.dtype))
+    total = float(dist.probs[keep].sum())
+    if total <= 0.0:
+        return None
+    return Dist(ids=dist.ids[keep], probs=dist.probs[keep] / total)

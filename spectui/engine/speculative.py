@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from spectui.engine import hostcost, sampling
+from spectui.engine import hostcost, sampling, tree
 from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters.base import Budget, Drafter, Feedback, Proposal
 from spectui.engine.events import TokenLogprob
@@ -34,10 +34,18 @@ class StepResult:
     """The host's seconds by part, outside llama.cpp's compute calls (and llama.cpp's beside them)."""
     logprobs: tuple[TokenLogprob, ...] = ()
     """Each emitted token's log-probability under the target (when asked for)."""
+    path: tuple[int, ...] = ()
+    """For a token tree: the accepted nodes (indices in proposal.tokens), root first."""
 
     @property
     def drafted(self) -> int:
+        """Tokens the target verified: a chain's length, or a tree's nodes."""
         return len(self.proposal.tokens)
+
+    @property
+    def branches(self) -> int:
+        """Leaves of the proposal (1 for a chain)."""
+        return self.proposal.leaves()
 
 
 def accept_draft_token(p_d: float, q_d: float, u: float) -> bool:
@@ -68,12 +76,21 @@ def speculative_step(
     t0, laps = time.perf_counter(), hostcost.Laps()
     # 1. The drafter proposes d_1..d_n (n <= k), each from its q (or deterministically).
     proposal = _propose(drafter, context, budget, cfg, rng)
+    if proposal.is_tree and (not target.can_verify_trees or cfg.constraint is not None or logprobs is not None):
+        # a hybrid target, a grammar or log-probabilities asked for: the tree's first-choice chain
+        proposal = proposal.pruned_to_chain()
     drafted = proposal.tokens
     t1 = time.perf_counter()
     laps.lap("draft")
-    # 2. The target scores [last, d_1..d_n] in ONE decode: row i is p( . | context, d_1..d_i).
     n_cached = len(context) - 1
     target.truncate(n_cached)
+    if proposal.is_tree:
+        # 2-4 for a token tree (tree.py): one decode of last and every node, the same rule tried
+        # on each node's children in turn, the cache kept for the accepted path.
+        path, extra = tree.verify(target, context[-1], proposal, cfg, rng)
+        laps.lap("sampling")
+        return _finish(drafter, context, proposal, path, extra, (t0, t1, time.perf_counter()), laps)
+    # 2. The target scores [last, d_1..d_n] in ONE decode: row i is p( . | context, d_1..d_i).
     logits = target.extend([context[-1], *drafted], n_logits=len(drafted) + 1)
     laps.lap("bookkeeping")
     # 3. Walk the proposal; stop at the first rejection.
@@ -110,14 +127,7 @@ def speculative_step(
     laps.lap("sampling")
     # 4. Roll back: the target keeps last + the accepted prefix; the new token stays pending.
     target.truncate(n_cached + 1 + accepted)
-    t2 = time.perf_counter()
-    laps.lap("rollback")
-    # 5. Tell the drafter (it may read the target's kept rows, or learn from the verdict).
-    if drafter is not None and drafted:
-        drafter.feedback(Feedback(context, proposal, accepted, emitted, len(drafted) + 1))
-    t3 = time.perf_counter()
-    laps.lap("draft")
-    return StepResult(emitted, proposal, accepted, (t1 - t0) + (t3 - t2), t2 - t1, laps.cost(), scored)
+    return _finish(drafter, context, proposal, range(accepted), extra, (t0, t1, time.perf_counter()), laps, scored)
 
 
 def _propose(drafter: Drafter | None, context: Sequence[int], budget: Budget, cfg: SamplingConfig,
@@ -132,6 +142,22 @@ def _propose(drafter: Drafter | None, context: Sequence[int], budget: Budget, cf
         return drafter.propose(context, budget, replace(cfg, constraint=fork), rng)
     finally:
         fork.close()
+
+
+def _finish(drafter: Drafter | None, context: Sequence[int], proposal: Proposal, path: Sequence[int],
+            extra: int, times: tuple[float, float, float], laps: hostcost.Laps,
+            scored: tuple[TokenLogprob, ...] = ()) -> StepResult:
+    """5. Tell the drafter (it may read the target's kept rows, or learn from the verdict)."""
+    t0, t1, t2 = times
+    laps.lap("rollback")
+    emitted = [*(proposal.tokens[i] for i in path), extra]
+    if drafter is not None and proposal.tokens:
+        drafter.feedback(Feedback(context, proposal, len(path), emitted, len(proposal.tokens) + 1,
+                                  tuple(path) if proposal.is_tree else ()))
+    t3 = time.perf_counter()
+    laps.lap("draft")
+    return StepResult(emitted, proposal, len(path), (t1 - t0) + (t3 - t2), t2 - t1, laps.cost(), scored,
+                      tuple(path) if proposal.is_tree else ())
 
 
 def pick(logits: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator) -> int:

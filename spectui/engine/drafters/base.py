@@ -5,6 +5,11 @@ target pass and then tells the drafter how it went (`Feedback`). When sampling, 
 comes with the distribution q it was drawn from; a deterministic proposal (a lookup, a greedy
 draft) leaves q as None and the step treats it as a point mass, q(d) = 1.
 
+A proposal is a chain (each token follows the one before) unless it names each token's parent: a
+token tree, several candidates for one position, all verified in the same target pass
+(`spectui.engine.tree`). Trees are optional: a drafter that never sets a parent proposes chains
+and needs nothing else.
+
 How many tokens each drafter may propose this cycle, and when it should stop early, is asked of a
 `Budget`: a fixed K answers the same for every drafter; K = auto answers per drafter from what it
 measured (`spectui.engine.autodraft`).
@@ -13,12 +18,13 @@ measured (`spectui.engine.autodraft`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
 
 from spectui.engine.config import SamplingConfig
+from spectui.engine.draftplan import DraftPlan
 from spectui.engine.sampling import Dist
 
 
@@ -36,11 +42,54 @@ class Proposal:
     learns each drafter's cost per call and per unit from this and the time the call took."""
     caught_up: int = 0
     """Context tokens the drafter had to read before drafting (2 at most in steady state)."""
+    calibrated: bool = False
+    """`confidences` are the drafter's own probabilities of its tokens, which K = auto calibrates
+    into chances of acceptance for the next cycle's plan (`draftplan.py`)."""
+    parents: list[int] = field(default_factory=list)
+    """A token tree: parents[i] is the index in `tokens` of token i's parent, -1 when it follows
+    the context. Empty for a chain. Parents come before their children, and the children of one
+    parent in the order they were drawn: child j's dist is the q it was drawn from *given* the
+    siblings before it (for a draw without replacement, q with them removed and renormalized)."""
 
-    def add(self, token: int, dist: Dist | None = None, confidence: float = 1.0) -> None:
+    def add(self, token: int, dist: Dist | None = None, confidence: float = 1.0, parent: int | None = None) -> None:
+        """Append a token; `parent` (an index in `tokens`, -1 for the context) makes this a tree,
+        None extends the chain (the token follows the one added before it)."""
+        if parent is not None or self.parents:
+            if len(self.parents) < len(self.tokens):
+                self.parents = list(range(-1, len(self.tokens) - 1))  # the chain so far
+            self.parents.append(len(self.tokens) - 1 if parent is None else parent)
         self.tokens.append(token)
         self.dists.append(dist)
         self.confidences.append(confidence)
+
+    def parent(self, i: int) -> int:
+        return self.parents[i] if self.parents else i - 1
+
+    @property
+    def is_tree(self) -> bool:
+        """True when some position has more than one candidate."""
+        return any(parent != i - 1 for i, parent in enumerate(self.parents))
+
+    def leaves(self) -> int:
+        """Branches of the proposal: 1 for a chain, a tree's leaves."""
+        if not self.parents:
+            return 1
+        return len(self.tokens) - len(set(self.parents) - {-1})
+
+    def main_chain(self) -> int:
+        """How many tokens from the start form a chain (each the first child of the one before):
+        the whole proposal for a chain; for a tree, the path its drafter rated likeliest."""
+        n = 0
+        while n < len(self.tokens) and self.parent(n) == n - 1:
+            n += 1
+        return n
+
+    def pruned_to_chain(self) -> Proposal:
+        """The main chain alone (a valid chain proposal: each of its tokens was its parent's first
+        draw), for a target that cannot verify a tree."""
+        n = self.main_chain()
+        return Proposal(self.tokens[:n], self.dists[:n], self.confidences[:n], self.source, self.work,
+                        self.caught_up, self.calibrated)
 
 
 @dataclass(frozen=True)
@@ -51,13 +100,15 @@ class Feedback:
     """The context the proposal followed (it ends with the token the target had not decoded)."""
     proposal: Proposal
     accepted: int
-    """How many of the proposed tokens the target accepted (a prefix)."""
+    """How many of the proposed tokens the target accepted (a prefix; for a tree, a path)."""
     emitted: Sequence[int]
     """The accepted tokens, then the target's own token: the context grows by exactly these."""
     verify_rows: int
     """Rows of the target's verify pass: [last, d_1..d_n] -> n + 1. Row i scored d_{i+1}; the target
     keeps rows 0..accepted and a drafter that reads the target (MTP) may read them now, before the
-    next target decode overwrites them."""
+    next target decode overwrites them. (For a tree, row i + 1 scored the children of token i.)"""
+    path: Sequence[int] = ()
+    """For a tree: the indices in `proposal.tokens` of the accepted tokens, root first."""
 
 
 class Budget(Protocol):
@@ -110,6 +161,19 @@ class CappedBudget:
     def limit(self, source: str) -> int:
         self.given[source] = max(0, min(self.inner.limit(source), self.cap))
         return self.given[source]
+
+    def plan(self, source: str) -> DraftPlan | None:
+        wanted = draft_plan(self.inner, source)
+        if wanted is None:
+            return None
+        return replace(wanted, max_tokens=min(wanted.max_tokens, self.cap), max_nodes=min(wanted.max_nodes, self.cap))
+
+
+def draft_plan(budget: Budget, source: str) -> DraftPlan | None:
+    """K = auto's plan for a drafter that prices each token by its own confidence (draftplan.py),
+    asked after `budget.k`; None from a budget without plans (a fixed K drafts k tokens)."""
+    plan = getattr(budget, "plan", None)
+    return plan(source) if plan is not None else None
 
 
 def hand_over(budget: Budget) -> Callable[[Sequence[int]], bool] | None:

@@ -22,7 +22,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import Budget, Drafter, Feedback, Proposal
+from spectui.engine.drafters.base import Budget, Drafter, Feedback, Proposal, draft_plan
+from spectui.engine.draftplan import DraftPlan
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class _ChainView:
 
     def limit(self, source: str) -> int:
         return self.inner.limit(source)
+
+    def plan(self, source: str) -> DraftPlan | None:
+        return draft_plan(self.inner, source)
 
 
 @dataclass(frozen=True)

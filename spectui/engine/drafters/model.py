@@ -7,15 +7,16 @@ token and the target's own token: one pass over two tokens).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
 
 from spectui.engine import sampling
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import Budget, Feedback, Proposal, hand_over
+from spectui.engine.drafters.base import Budget, Feedback, Proposal, draft_plan, hand_over
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
+from spectui.engine.draftplan import Candidate, Planner
 from spectui.engine.model import LlamaModel
 from spectui.engine.sampling import Dist
 from spectui.errors import UnsupportedModelError
@@ -56,6 +57,10 @@ class DraftModelDrafter:
         self.model = model
         self.label = f"draft model {model.path.name}"
         self._stand_in = known_stand_in(model)
+        self.q_temperature: float | None = None
+        """When sampling, draw from the draft's distribution at this temperature instead of the
+        reply's (the same filters). Any q is exact; this one only changes acceptance:
+        scripts/bench_trees.py measures it (not a user setting: it did not pay, BENCHMARKS.md)."""
 
     def prefill(self, context: Sequence[int]) -> None:
         self.model.sync(readable(context, self.model.n_vocab, self._stand_in))
@@ -67,24 +72,50 @@ class DraftModelDrafter:
         if k <= 0:
             return proposal
         p_min = budget.p_min(SOURCE)
+        plan = draft_plan(budget, SOURCE)
+        # With a plan, candidates beside each token where they pay; when sampling, each token is
+        # also priced by its own confidence (at T = 0 the tuned early stop, p_min, stays).
+        planner = Planner(plan, price_chain=not cfg.greedy) if plan is not None else None
+        if planner is not None and not cfg.greedy:
+            k = min(plan.max_tokens, self.model.room() - 1)  # each token priced as drawn, not k
         context = readable(context, self.model.n_vocab, self._stand_in)
         # Catch up: decode whatever the draft has not seen (at least the last token).
         proposal.caught_up = len(context) - self.model.kept_on_sync(context)
         logits = self.model.catch_up(context)
         proposal.work = 1
+        proposal.calibrated = planner is not None
         hands_over = hand_over(budget)
         while True:
-            token, dist, confidence = choose(logits, cfg, rng, p_min)
+            if planner is not None and cfg.greedy:  # the confidence's distribution, computed once
+                q = sampling.distribution(logits, GREEDY_CONFIDENCE)
+                token, dist, confidence = int(q.ids[0]), None, q.top_prob()
+            else:
+                token, dist, confidence = choose(logits, self._q_config(cfg), rng, p_min)
             if confidence < p_min:
                 break  # unsure: a likely rejection costs more than it saves
+            if planner is not None:
+                q = dist if dist is not None else q
+                confidence = q.prob(token)
+                if not planner.take(confidence):
+                    break  # its chance of acceptance does not pay for its verify row
+                planner.candidates(confidence, _more(q, rng, sampled=dist is not None), token)
             proposal.add(token, dist, confidence)
             if len(proposal.tokens) == k or self.model.is_eog(token):
                 break
             if hands_over is not None and hands_over([*context, *proposal.tokens]):
                 break  # the lookup ahead takes it from here next cycle, for free
+            if planner is not None and not planner.go_on():
+                break  # another pass would not pay for itself
             logits = self.model.extend([token])[0]
             proposal.work += 1
+        if planner is not None:
+            planner.finish(lambda parent, c: proposal.add(c[0], c[1], c[2], parent=parent))
         return proposal
+
+    def _q_config(self, cfg: SamplingConfig) -> SamplingConfig:
+        if self.q_temperature is None or cfg.greedy:
+            return cfg
+        return replace(cfg, temperature=self.q_temperature)
 
     def feedback(self, result: Feedback) -> None:
         """Nothing to learn: the next `sync` drops the rejected tokens from the draft's cache."""
@@ -135,6 +166,20 @@ def _confidence_config(cfg: SamplingConfig) -> SamplingConfig:
     if not cfg.logit_bias and cfg.constraint is None:
         return GREEDY_CONFIDENCE
     return replace(GREEDY_CONFIDENCE, logit_bias=cfg.logit_bias, constraint=cfg.constraint)
+
+
+def _more(q: Dist, rng: np.random.Generator, sampled: bool) -> Callable[[list[int]], Candidate | None]:
+    """Later candidates for one position: when sampling, drawn from q without the tokens drawn
+    before (each with the q it came from, as the tree rule needs); greedy, the next likeliest."""
+
+    def next_candidate(drawn: list[int]) -> Candidate | None:
+        rest = sampling.without(q, drawn)
+        if rest is None:
+            return None
+        token = sampling.sample(rest, rng) if sampled else int(rest.ids[0])
+        return token, (rest if sampled else None), q.prob(token)
+
+    return next_candidate
 
 
 def unavailable(spec: DrafterSpec, ctx: BuildContext) -> str | None:

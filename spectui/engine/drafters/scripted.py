@@ -3,7 +3,7 @@
 Like simonw/llm's `MockModel`, it stands in for the part under test (the proposer) beside the real
 thing (a real target on real llama.cpp), so acceptance, rollback and the point-mass path (q = None)
 can be checked with proposals the test chooses: the target's own greedy tokens, deliberate misses,
-or draws from a chosen distribution q.
+or draws from a chosen distribution q. A script that names parents proposes a token tree.
 """
 
 from __future__ import annotations
@@ -16,8 +16,11 @@ from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters.base import Budget, Feedback, Proposal
 from spectui.engine.sampling import Dist
 
-Script = Callable[[Sequence[int], int], Sequence[int] | Sequence[tuple[int, Dist | None]]]
-"""(context, k) -> up to k tokens, or (token, q) pairs where q is the distribution it came from."""
+Script = Callable[[Sequence[int], int], Sequence[int] | Sequence[tuple[int, Dist | None]]
+                  | Sequence[tuple[int, Dist | None, int]]]
+"""(context, k) -> up to k tokens, or (token, q) pairs where q is the distribution it came from, or
+(token, q, parent) triples: a tree (parent: an earlier item's index, -1 for the context; each
+q the one the token was drawn from given its earlier siblings)."""
 
 
 class ScriptedDrafter:
@@ -39,8 +42,8 @@ class ScriptedDrafter:
         if k <= 0:
             return proposal
         for item in list(self.script(list(context), k))[:k]:
-            token, dist = item if isinstance(item, tuple) else (item, None)
-            proposal.add(int(token), dist)
+            token, dist, parent = (*item, None)[:3] if isinstance(item, tuple) else (item, None, None)
+            proposal.add(int(token), dist, parent=parent)
         return proposal
 
     def feedback(self, result: Feedback) -> None:
