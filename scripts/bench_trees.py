@@ -18,6 +18,12 @@ bench` does. The variants (`--variants`, comma-separated):
   q0.6       `priced` with the draft's q at temperature 0.6 (any q is exact; the lever is
              acceptance); q0.5, q0.7, ... likewise
 
+`--frozen-costs` first times a target pass of 1..32 rows and a draft pass (the fastest of many
+tries: what the machine does undisturbed), then freezes K = auto's cost figures at those values,
+so its choices are the ones a quiet machine would make, and also reports each variant's speed-up
+*modelled* from the work it did (draft passes and verify rows, priced at those costs; host time
+left out). On a shared machine that is the figure to compare: the wall-clock one is noise.
+
 `--llama` also runs llama.cpp's `llama-speculative-simple` (one chain, K = 5) and
 `llama-speculative` (branches: `-np N --draft-p-split P`, stochastic acceptance) on the same
 rendered prompts at the same sampling, interleaved with the rounds, for the issue's "best
@@ -83,14 +89,106 @@ def setup_variant(gen, name: str) -> tuple[object, str]:
     raise SystemExit(f"unknown variant {name!r}")
 
 
-def run_variant(gen, work, name: str, round_no: int) -> dict:
+def run_variant(gen, work, name: str, round_no: int, costs: Costs | None = None) -> dict:
     from spectui.bench import round_workload, run_all
 
     k, _ = setup_variant(gen, name)
+    cycles.clear()
     totals = run_all(gen, round_workload(work, round_no), k)
-    return {"tps": totals.tps, "tokens": totals.tokens, "passes": totals.passes, "drafted": totals.drafted,
-            "accepted": totals.accepted, "seconds": totals.seconds, "trees": totals.tree_cycles,
-            "tree_nodes": totals.tree_nodes, "tree_branches": totals.tree_branches}
+    result = {"tps": totals.tps, "tokens": totals.tokens, "passes": totals.passes, "drafted": totals.drafted,
+              "accepted": totals.accepted, "seconds": totals.seconds, "trees": totals.tree_cycles,
+              "tree_nodes": totals.tree_nodes, "tree_branches": totals.tree_branches}
+    if costs is not None:
+        result["modelled_seconds"] = sum(costs.draft * work + costs.verify(rows) for work, rows in cycles)
+    return result
+
+
+# ----- costs frozen at what an undisturbed machine does -------------------------------------------
+
+cycles: list[tuple[int, int]] = []
+"""(draft passes, verify rows) of every cycle of the variant running now."""
+
+
+def record_cycles() -> None:
+    """Count each cycle's work (wraps the step the generator calls)."""
+    from spectui.engine import generator
+
+    step = generator.speculative_step
+
+    def counted(target, drafter, context, budget, cfg, rng):
+        result = step(target, drafter, context, budget, cfg, rng)
+        cycles.append((result.proposal.work, result.drafted + 1))
+        return result
+
+    generator.speculative_step = counted
+
+
+class Costs:
+    """Seconds of a target pass by rows and of one draft pass, the fastest of `tries` each."""
+
+    def __init__(self, gen, tries: int) -> None:
+        import time
+
+        target, draft = gen.target, gen.drafters["model"].model
+        prefix = target.tokenize("The quick brown fox jumps over the lazy dog. " * 30)[:200]
+        target.reset()
+        target.sync(prefix)
+        draft.reset()
+        draft.sync(prefix)
+        self.rows: dict[int, float] = {}
+        self.draft = float("inf")
+        for _ in range(tries):
+            for n in (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32):
+                start = time.perf_counter()
+                target.extend(prefix[50:50 + n], n_logits=n)
+                self.rows[n] = min(self.rows.get(n, float("inf")), time.perf_counter() - start)
+                target.truncate(200)
+            start = time.perf_counter()
+            draft.extend(prefix[50:51])
+            self.draft = min(self.draft, time.perf_counter() - start)
+            draft.truncate(200)
+        gen.reset()
+
+    def verify(self, rows: int) -> float:
+        known = sorted(self.rows)
+        below = max((n for n in known if n <= rows), default=known[0])
+        above = min((n for n in known if n >= rows), default=known[-1])
+        if below == above:
+            return self.rows[below]
+        return self.rows[below] + (self.rows[above] - self.rows[below]) * (rows - below) / (above - below)
+
+    def freeze(self, gen) -> None:
+        """K = auto prices with these figures and learns no others (acceptance it still learns)."""
+
+        class Frozen:
+            def __init__(self, costs: Costs) -> None:
+                self._table = {n: costs.verify(n) for n in range(1, 33)}
+
+            def add(self, rows: int, seconds: float) -> None:
+                pass
+
+            def __bool__(self) -> bool:
+                return True
+
+            def table(self) -> dict[int, float]:
+                return self._table
+
+        class FrozenDraft:
+            n = 1.0
+
+            def __init__(self, per_pass: float) -> None:
+                self.per_pass = per_pass
+
+            def add(self, work: float, seconds: float) -> None:
+                pass
+
+            def coefficients(self) -> tuple[float, float]:
+                return 0.0, self.per_pass
+
+        for greedy in (True, False):
+            auto = gen.auto(greedy)
+            auto.verify = Frozen(self)
+            auto.of("model").cost = FrozenDraft(self.draft)
 
 
 def llama_run(binary: str, extra: list[str], target: Path, draft: Path, prompt: Path, args,
@@ -140,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rpc-delay", type=float, default=None, help="the target on 2 local workers, +D ms RTT")
     parser.add_argument("--llama", action="store_true", help="also llama.cpp's speculative tools")
     parser.add_argument("--calibrate", action="store_true", help="print K = auto's confidence tables")
+    parser.add_argument("--frozen-costs", type=int, default=0, metavar="TRIES",
+                        help="time the costs (fastest of TRIES), freeze K = auto's at them, model speed-ups")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
 
@@ -177,24 +277,38 @@ def main(argv: list[str] | None = None) -> int:
         texts = args.prompt or list(DEFAULT_PROMPTS)
         work = workload(gen, texts, GenerationConfig(max_tokens=args.max_tokens, sampling=sampling), "model")
         prompt_files = write_prompts(target, texts) if args.llama else []
+        record_cycles()
+        costs = None
+        if args.frozen_costs:
+            print("timing a target pass by rows and a draft pass ...", file=sys.stderr, flush=True)
+            costs = Costs(gen, args.frozen_costs)
         warm = replace(work, prompts=work.prompts[:1], config=replace(work.config, max_tokens=16))
         for name in names:  # first touch of every batch shape and model
             run_variant(gen, warm, name, 1)
+        if costs is not None:
+            costs.freeze(gen)
         for round_no in range(1, args.repeat + 1):
             for name in names:
                 print(f"round {round_no}/{args.repeat}: {name} ...", file=sys.stderr, flush=True)
-                rounds[name].append(run_variant(gen, work, name, round_no))
+                rounds[name].append(run_variant(gen, work, name, round_no, costs))
             for name, (binary, extra) in LLAMA_CONFIGS.items() if args.llama else ():
                 print(f"round {round_no}/{args.repeat}: llama.cpp {name} ...", file=sys.stderr, flush=True)
                 runs = [llama_run(binary, extra, target, draft, f, args, round_no - 1) for f in prompt_files]
                 llama[name].append(sum(t for t, _ in runs) / sum(s for _, s in runs))
         calibration = gen.auto(sampling.greedy).of("model").by_confidence
     rows = summarize(rounds)
+    if costs is not None:
+        for row in rows:
+            runs = rounds[row["variant"]]
+            tokens = sum(r["tokens"] for r in runs)
+            base = sum(r["tokens"] for r in rounds["off"]) / sum(r["modelled_seconds"] for r in rounds["off"])
+            row["modelled_speedup"] = round(tokens / sum(r["modelled_seconds"] for r in runs) / base, 3)
     result = {"target": str(target), "draft": str(draft), "threads": threads, "temperature": args.temperature,
               "max_tokens": args.max_tokens, "repeat": args.repeat, "rpc_delay_ms": args.rpc_delay,
               "machine": f"{platform.machine()} {os.cpu_count()} cores", "rows": rows,
               "llama_cpp": {name: round(median(v), 2) for name, v in llama.items()},
-              "llama_cpp_rounds": llama}
+              "llama_cpp_rounds": llama,
+              "frozen_costs": None if costs is None else {"verify_rows_s": costs.rows, "draft_pass_s": costs.draft}}
     if args.calibrate:
         result["calibration"] = {"first": _table(calibration.first), "later": _table(calibration.later)}
     print_report(result)
@@ -225,13 +339,15 @@ def write_prompts(target: Path, texts: list[str]) -> list[Path]:
 
 
 def print_report(result: dict) -> None:
-    print(f"{'variant':>8} {'tok/s':>7} {'speedup':>8} {'rounds':>13} {'tok/pass':>8} {'accept':>7} "
+    print(f"{'variant':>8} {'tok/s':>7} {'speedup':>8} {'rounds':>13} {'modelled':>8} {'tok/pass':>8} {'accept':>7} "
           f"{'trees':>6} {'nodes':>6} {'branches':>8}")
     for r in result["rows"]:
         spread = f"{r['speedup_min']:.2f}-{r['speedup_max']:.2f}x" if r["speedup"] else "-"
         speedup = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
         per_pass = f"{r['tokens_per_pass']:.2f}" if r["tokens_per_pass"] else "-"
-        print(f"{r['variant']:>8} {r['tok_s']:7.1f} {speedup:>8} {spread:>13} {per_pass:>8} {r['acceptance']:>7.1%} "
+        modelled = f"{r['modelled_speedup']:.2f}x" if "modelled_speedup" in r else "-"
+        print(f"{r['variant']:>8} {r['tok_s']:7.1f} {speedup:>8} {spread:>13} {modelled:>8} {per_pass:>8} "
+              f"{r['acceptance']:>7.1%} "
               f"{r['tree_cycles']:>6.0%} {r['tree_nodes']:>6.1f} {r['tree_branches']:>8.1f}")
     for name, tps in result["llama_cpp"].items():
         print(f"llama.cpp {name}: {tps:.1f} tok/s")

@@ -120,6 +120,16 @@ def test_figures_show_acceptance_speed_and_speedup_against_the_baseline() -> Non
     hidden = dict(figures(stats(), Baseline(10.0, 32, "x"), show_timings=False))
     assert hidden["this reply"] == hidden["speedup"] == HIDDEN
     assert hidden["acceptance"] == "80%"
+    assert "token trees" not in rows  # chains only: no tree row
+
+
+def test_the_panel_shows_the_trees_size_when_a_tree_was_verified() -> None:
+    totals = GenerationStats()
+    for drafted, accepted, branches in [(4, 3, 1), (7, 4, 3), (9, 2, 2), (4, 4, 1)]:
+        totals.add_cycle(CycleStats(4, drafted, accepted, accepted + 1, 0.1, "model", branches=branches))
+    rows = dict(figures(totals, Baseline(10.0, 32, "calibration after load")))
+    assert rows["mean accepted"] == "4.25 tok/pass"
+    assert rows["token trees"] == "50% of passes, 8.0 nodes in 2.5 branches"
 
 
 def test_baseline_says_how_and_when_it_was_measured() -> None:

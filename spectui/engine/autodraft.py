@@ -26,8 +26,10 @@ T > 0 each judgement is a coin flip, and a short memory let a few unlucky flips 
 At T = 0 a draft also stops early when it is unsure: one more token pays only if its chance of
 acceptance beats its cost in units of a plain target step, c_unit / v(1). The draft's own top
 probability stands in for that chance, scaled by a running calibration (accepted tokens / summed
-confidence of the tokens the target judged). When sampling, drafts never stop early (the draft's
-confidence says little about min(1, p/q)), and the per-position acceptance alone sets k.
+confidence of the tokens the target judged). A drafter that reads its own q may also ask for a
+`plan` (draftplan.py): this cycle's speed-up and measured costs as thresholds, and a calibration
+of its confidence into chances of acceptance, so that when sampling it prices every token as it
+draws it, and adds candidates beside a token (a token tree) wherever they pay for their rows.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Notation (Leviathan et al. 2023; Chen et al. 2023): p is the target's processed next-token
 distribution, q the drafter's (a point mass, q(d) = 1, for a deterministic proposal such as a
 lookup). The context ends with `last`, the newest token, which the target has not decoded yet; its
-cache holds everything before it.
+cache holds everything before it. A proposal that is a token tree (several candidates for a
+position) takes tree.py's path: the same rule, tried on each node's children in turn.
 """
 
 from __future__ import annotations

@@ -61,12 +61,22 @@ def figures(totals: GenerationStats | None, baseline: Baseline | None,
          else "measuring…" if measuring else NONE_YET),
     ]
     rows.append(("speedup", _speedup(tps, baseline, show_timings, totals)))
+    if totals is not None and totals.tree_cycles:
+        rows.append(("token trees", describe_trees(totals)))
     if totals is not None and totals.round_trips:
         off = f" (K=0: {baseline.round_trips_per_token:.2f})" if baseline and baseline.round_trips_per_token else ""
         rows.append(("round trips", f"{totals.round_trips_per_token:.2f}/token{off}"))
         if show_timings:
             rows.append(("waiting on workers", f"{totals.network_wait_seconds:.1f} s"))
     return rows
+
+
+def describe_trees(totals: GenerationStats) -> str:
+    """How much of the reply went through token trees, and their size: `40% of passes, 7.5 nodes
+    in 2.2 branches` (shown only when a tree was verified)."""
+    nodes, branches = totals.mean_tree
+    share = totals.tree_cycles / totals.target_passes if totals.target_passes else 0.0
+    return f"{share:.0%} of passes, {nodes:.1f} nodes in {branches:.1f} branches"
 
 
 def _speed(tps: float, show_timings: bool) -> str:

@@ -136,10 +136,10 @@ def choose(logits: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator,
            p_min: float) -> tuple[int, Dist | None, float]:
     """The next draft token, the q it came from (None at T = 0), and the draft's confidence.
 
-    Confidence is measured only at T = 0, where it predicts acceptance (the target must pick
-    the same argmax). When sampling, a draft token d ~ q is accepted with min(1, p(d)/q(d)),
-    which a spread-out q says nothing about, so it is 1.0 and K = auto goes by the measured
-    acceptance per position instead. Every drafter that runs a network drafts this way.
+    Confidence is measured here only at T = 0, where it predicts acceptance (the target must
+    pick the same argmax); when sampling it is 1.0 and K = auto goes by the measured acceptance
+    per position, unless a plan prices each token by q(d) (`DraftModelDrafter.propose`).
+    Every drafter that runs a network drafts this way.
 
     q goes through the target's processing, logit bias and grammar included; under a grammar,
     `cfg.constraint` is the drafter's own copy (see `speculative._propose`) and is advanced past
