@@ -115,8 +115,8 @@ def record_cycles() -> None:
 
     step = generator.speculative_step
 
-    def counted(target, drafter, context, budget, cfg, rng):
-        result = step(target, drafter, context, budget, cfg, rng)
+    def counted(*args, **kwargs):
+        result = step(*args, **kwargs)
         cycles.append((result.proposal.work, result.drafted + 1))
         return result
 
@@ -192,14 +192,16 @@ class Costs:
 
 
 def llama_run(binary: str, extra: list[str], target: Path, draft: Path, prompt: Path, args,
-              seed: int) -> tuple[int, float]:
+              seed: int) -> tuple[int, float] | str:
+    """(tokens decoded, seconds), or the tail of the tool's output when it failed."""
     command = [str(LLAMA_BUILD / binary), "-m", str(target), "-md", str(draft), "-f", str(prompt),
                "-n", str(args.max_tokens), "-c", "4096", "-t", str(args.threads), "--seed", str(seed),
                "--temp", str(args.temperature), "--top-k", "40", "--top-p", "0.95", "--min-p", "0.05", *extra]
     done = subprocess.run(command, capture_output=True, text=True, encoding="utf-8", errors="replace")
     decoded = DECODED.search(done.stdout + done.stderr)
     if done.returncode != 0 or decoded is None:
-        raise SystemExit(f"{binary} failed:\n{(done.stdout + done.stderr)[-2000:]}")
+        tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+        return f"{binary} exited {done.returncode}: " + " | ".join(tail)
     return int(decoded.group(1)), float(decoded.group(2))
 
 
@@ -263,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     sampling = SamplingConfig(temperature=args.temperature, top_k=40, top_p=0.95, min_p=0.05, seed=0)
     rounds: dict[str, list[dict]] = {name: [] for name in names}
     llama: dict[str, list[float]] = {name: [] for name in LLAMA_CONFIGS} if args.llama else {}
+    llama_failed: dict[str, str] = {}
     with ExitStack() as stack:
         rpc = None
         if args.rpc_delay is not None:
@@ -292,8 +295,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"round {round_no}/{args.repeat}: {name} ...", file=sys.stderr, flush=True)
                 rounds[name].append(run_variant(gen, work, name, round_no, costs))
             for name, (binary, extra) in LLAMA_CONFIGS.items() if args.llama else ():
+                if name in llama_failed:  # a tool that crashed on these files is not run again
+                    continue
                 print(f"round {round_no}/{args.repeat}: llama.cpp {name} ...", file=sys.stderr, flush=True)
                 runs = [llama_run(binary, extra, target, draft, f, args, round_no - 1) for f in prompt_files]
+                if failed := next((r for r in runs if isinstance(r, str)), None):
+                    print(f"  failed: {failed}", file=sys.stderr)
+                    llama_failed[name] = failed
+                    continue
                 llama[name].append(sum(t for t, _ in runs) / sum(s for _, s in runs))
         calibration = gen.auto(sampling.greedy).of("model").by_confidence
     rows = summarize(rounds)
@@ -306,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {"target": str(target), "draft": str(draft), "threads": threads, "temperature": args.temperature,
               "max_tokens": args.max_tokens, "repeat": args.repeat, "rpc_delay_ms": args.rpc_delay,
               "machine": f"{platform.machine()} {os.cpu_count()} cores", "rows": rows,
-              "llama_cpp": {name: round(median(v), 2) for name, v in llama.items()},
+              "llama_cpp": {name: round(median(v), 2) for name, v in llama.items() if v},
+              "llama_cpp_failed": llama_failed,
               "llama_cpp_rounds": llama,
               "frozen_costs": None if costs is None else {"verify_rows_s": costs.rows, "draft_pass_s": costs.draft}}
     if args.calibrate:
@@ -351,6 +361,8 @@ def print_report(result: dict) -> None:
               f"{r['tree_cycles']:>6.0%} {r['tree_nodes']:>6.1f} {r['tree_branches']:>8.1f}")
     for name, tps in result["llama_cpp"].items():
         print(f"llama.cpp {name}: {tps:.1f} tok/s")
+    for name, why in result["llama_cpp_failed"].items():
+        print(f"llama.cpp {name}: failed ({why})")
     for kind in ("first", "later"):
         for row in result.get("calibration", {}).get(kind, []):
             print(f"calibration {kind} {row['bucket']}: judged {row['judged']}, accepted {row['accepted']}")
