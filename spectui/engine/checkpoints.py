@@ -34,7 +34,7 @@ class Checkpoint:
     """llama.cpp's serialized recurrent state (uint8)."""
 
 
-def _pointer(data: np.ndarray) -> ctypes.POINTER(ctypes.c_uint8):
+def _pointer(data: np.ndarray) -> ctypes._Pointer[ctypes.c_uint8]:
     return data.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
 
 
@@ -89,7 +89,7 @@ class CheckpointStore:
         """Put the recurrent state back; False when llama.cpp rejects the data (it then clears
         the sequence: src/llama-memory-recurrent.cpp:867-870)."""
         size = checkpoint.data.size
-        read = llama_cpp.llama_state_seq_set_data_ext(self._ctx, _pointer(checkpoint.data), size, 0, PARTIAL_ONLY)
+        read: int = llama_cpp.llama_state_seq_set_data_ext(self._ctx, _pointer(checkpoint.data), size, 0, PARTIAL_ONLY)
         return read == size
 
     def drop_after(self, n_tokens: int) -> None:

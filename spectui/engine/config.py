@@ -105,7 +105,11 @@ def recommended_sampling(meta: Callable[[str], str | None]) -> RecommendedSampli
         value = _leading_number(meta(key), integer=field_name == "top_k")
         if value is not None and _in_bounds(field_name, value):
             values[field_name] = value
-    return RecommendedSampling(replace(LLAMA_CPP_SAMPLING, **values), tuple(values))
+    base = LLAMA_CPP_SAMPLING
+    sampling = replace(base, temperature=values.get("temperature", base.temperature),
+                       top_k=int(values.get("top_k", base.top_k)), top_p=values.get("top_p", base.top_p),
+                       min_p=values.get("min_p", base.min_p))
+    return RecommendedSampling(sampling, tuple(values))
 
 
 def _leading_number(text: str | None, integer: bool) -> float | int | None:

@@ -50,6 +50,14 @@ _READ_BUFFER = 1 << 20
 MetaValue = int | float | bool | str
 
 
+def as_int(value: object) -> int:
+    """`int(value)` for a metadata number or numeric string; TypeError for anything else (a list,
+    None), as `int()` itself raises: the one place an untyped metadata value becomes a number."""
+    if isinstance(value, int | float | str):
+        return int(value)
+    raise TypeError(f"a GGUF metadata number was expected, not {type(value).__name__}")
+
+
 SMALL_ARRAY = 4096
 """Number arrays up to this long are kept (per-layer hyperparameters); longer ones (a token list's
 scores, merges) are only read past."""
@@ -93,10 +101,12 @@ class _Header:
         self.file_size = file_size
 
     def u32(self) -> int:
-        return struct.unpack("<I", self._read(4))[0]
+        value: int = struct.unpack("<I", self._read(4))[0]
+        return value
 
     def u64(self) -> int:
-        return struct.unpack("<Q", self._read(8))[0]
+        value: int = struct.unpack("<Q", self._read(8))[0]
+        return value
 
     def string(self) -> bytes:
         return self._read(self.u64())
@@ -118,7 +128,8 @@ class _Header:
                     self.value(item_type)
             return ArrayInfo(item_type, count)
         fmt = _SCALAR_FORMATS[vtype]
-        return struct.unpack("<" + fmt, self._read(struct.calcsize(fmt)))[0]
+        scalar: MetaValue = struct.unpack("<" + fmt, self._read(struct.calcsize(fmt)))[0]
+        return scalar
 
     def _skip_strings(self, count: int) -> None:
         """Skip `count` length-prefixed strings (a token list) with few reads and no per-item I/O."""
@@ -154,7 +165,7 @@ def read_header(path: Path) -> GGUFHeader | None:
     Arrays (the token list, merges) are skipped and only their lengths kept, so this reads the
     header's bytes once and nothing of the tensor data.
     """
-    from gguf.constants import GGML_QUANT_SIZES  # the block sizes of every ggml tensor type
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType  # the block sizes of every ggml tensor type
 
     try:
         with path.open("rb", buffering=_READ_BUFFER) as f:
@@ -177,7 +188,7 @@ def read_header(path: Path) -> GGUFHeader | None:
                     return None
                 dims = [header.u64() for _ in range(n_dims)]
                 ggml_type, offset = header.u32(), header.u64()
-                block, type_size = GGML_QUANT_SIZES[ggml_type]
+                block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
                 count = math.prod(dims)
                 elements += count
                 end = max(end, offset + count // block * type_size)

@@ -42,7 +42,8 @@ class Grammar:
     `engine.config.TokenConstraint`."""
 
     def __init__(self, handle: llama_cpp.llama_sampler_p, n_vocab: int) -> None:
-        self._handle = handle
+        self._handle: llama_cpp.llama_sampler_p | None = handle
+        """None once closed."""
         self._n_vocab = n_vocab
 
     @classmethod

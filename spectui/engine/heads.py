@@ -20,6 +20,7 @@ DSpark stages (`dflash.hyper_connection_count`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,12 +68,12 @@ class TargetFacts:
     """Trunk layers (`block_count` less any MTP layers stored after them)."""
 
 
-def _int(metadata: dict[str, object], key: str, default: int = 0) -> int:
+def _int(metadata: Mapping[str, object], key: str, default: int = 0) -> int:
     value = metadata.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-def _ints(metadata: dict[str, object], key: str) -> tuple[int, ...]:
+def _ints(metadata: Mapping[str, object], key: str) -> tuple[int, ...]:
     value = metadata.get(key)
     if isinstance(value, gguf_file.ArrayInfo) and value.values is not None:
         return tuple(int(v) for v in value.values)

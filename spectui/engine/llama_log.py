@@ -26,8 +26,7 @@ _last_level = 0
 _echo = os.environ.get("SPECTUI_LLAMA_LOG") == "1"
 
 
-@llama_cpp.llama_log_callback
-def _on_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
+def _log_line(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
     global _last_level, _written
     if level == LEVEL_CONT:
         level = _last_level
@@ -37,6 +36,10 @@ def _on_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
     _written += 1
     if _echo:
         print(block(message), end="", file=sys.stderr, flush=True)  # it quotes GGUF metadata
+
+
+_on_log = llama_cpp.llama_log_callback(_log_line)
+"""`_log_line` as the C callback llama.cpp calls (module-level: it must outlive every call)."""
 
 
 def install() -> None:

@@ -17,22 +17,23 @@ import ctypes
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import llama_cpp
 import numpy as np
 
 from spectui.engine import gguf_file, hostcost, llama_log
-from spectui.engine.config import MAX_DRAFT
 from spectui.engine.loaded_file import LoadedFile
 from spectui.engine.recurrent import RollbackKind, rollback_kind
 from spectui.engine.rewind import Rewinder
 from spectui.engine.tree_cache import TreeCache, TreeLayout
 from spectui.engine.vocab import ModelVocabulary
 from spectui.errors import ContextFullError, LoadCancelled, ModelFileError, ModelLoadError
-from spectui.limits import MAX_LOOKUP_DRAFT
+from spectui.limits import MAX_DRAFT, MAX_LOOKUP_DRAFT
 
 if TYPE_CHECKING:
+    from _ctypes import CFuncPtr
+
     from spectui.engine.rpc import RpcCluster
 
 _backend_ready = False
@@ -81,7 +82,7 @@ class LlamaModel(ModelVocabulary, TreeCache):
         """Whether its MTP (nextn) layers were loaded (`load(..., load_mtp=True)`)."""
         self.file: LoadedFile | None = None
         """The file as it was loaded (None for a vocabulary-only load): `check_file` asks it."""
-        self._model = model
+        self._model: llama_cpp.llama_model_p | None = model
         self._vocab = llama_cpp.llama_model_get_vocab(model)
         self.n_vocab: int = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self.n_batch = n_batch
@@ -90,7 +91,7 @@ class LlamaModel(ModelVocabulary, TreeCache):
         stateful = bool(llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model))
         self.rollback: RollbackKind = rollback_kind(self.arch, stateful)
         """How this model drops its newest tokens: "kv", "snapshots" or "none" (see recurrent.py)."""
-        self._ctx = None
+        self._ctx: llama_cpp.llama_context_p | None = None
         self._rewinder: Rewinder | None = None
         self.n_seqs = tree_seqs if self.rollback == "kv" and n_ctx > 0 else 1
         """llama.cpp sequences this context has: the most leaves a tree `verify_tree` takes (1:
@@ -101,7 +102,8 @@ class LlamaModel(ModelVocabulary, TreeCache):
             self._ctx = self._new_context(n_ctx, n_threads, n_batch, max(wanted, 0))
             self._rewinder = Rewinder(self._ctx, self.rollback, llama_cpp.llama_n_rs_seq(self._ctx), path.name)
         self.n_ctx: int = llama_cpp.llama_n_ctx(self._ctx) if self._ctx else 0
-        self._batch = llama_cpp.llama_batch_init(n_batch, 0, self.n_seqs) if self._ctx else None
+        self._batch: llama_cpp.llama_batch | None = (
+            llama_cpp.llama_batch_init(n_batch, 0, self.n_seqs) if self._ctx else None)
         self._views: dict[tuple[int | None, int], np.ndarray] = {}
         self._tree: TreeLayout | None = None  # the layout of the last verify_tree, until keep_branch
 
@@ -197,7 +199,7 @@ class LlamaModel(ModelVocabulary, TreeCache):
         params.n_threads = n_threads
         params.n_threads_batch = n_threads
         params.no_perf = True
-        ctx = llama_cpp.llama_init_from_model(self._model, params)
+        ctx: llama_cpp.llama_context_p | None = llama_cpp.llama_init_from_model(self._model, params)
         if not ctx:
             raise ModelLoadError(
                 f"llama.cpp could not create a {n_ctx}-token context for {self.path.name}: "
@@ -238,11 +240,14 @@ class LlamaModel(ModelVocabulary, TreeCache):
 
     @property
     def n_layer(self) -> int:
-        return llama_cpp.llama_model_n_layer(self._model)
+        n: int = llama_cpp.llama_model_n_layer(self._model)
+        return n
 
     @property
     def model_handle(self) -> llama_cpp.llama_model_p:
         """llama.cpp's model, for drafters that build a context on it (MTP heads)."""
+        if self._model is None:
+            raise RuntimeError(f"{self.path.name} is closed")
         return self._model
 
     @property
@@ -253,7 +258,28 @@ class LlamaModel(ModelVocabulary, TreeCache):
     @property
     def context_handle(self) -> llama_cpp.llama_context_p:
         """llama.cpp's context, for drafters that read it (MTP: hidden states, shared cache)."""
+        if self._ctx is None:
+            raise self._no_context()
         return self._ctx
+
+    @property
+    def has_context(self) -> bool:
+        """False for a vocabulary-only load and once closed: no context to decode in or read."""
+        return bool(self._ctx)
+
+    @property
+    def _live_rewinder(self) -> Rewinder:
+        if self._rewinder is None:
+            raise self._no_context()
+        return self._rewinder
+
+    def _live_batch(self) -> llama_cpp.llama_batch:
+        if self._batch is None:
+            raise self._no_context()
+        return self._batch
+
+    def _no_context(self) -> RuntimeError:
+        return RuntimeError(f"{self.path.name} has no context (it was loaded for its vocabulary only, or closed)")
 
     @property
     def checkpoint_positions(self) -> list[int]:
@@ -289,7 +315,7 @@ class LlamaModel(ModelVocabulary, TreeCache):
     @property
     def rewind_counts(self) -> dict[str, int]:
         """How rewinds were done so far: "kv", "snapshot", "checkpoint", "reread"."""
-        return dict(self._rewinder.counts)
+        return dict(self._live_rewinder.counts)
 
     # ----- the KV cache ----------------------------------------------------------------------
 
@@ -299,17 +325,17 @@ class LlamaModel(ModelVocabulary, TreeCache):
         if n_keep >= len(self.cached):
             return
         kept = self.cached[:n_keep]
-        start = self._rewinder.rewind(self.cached, n_keep)
+        start = self._live_rewinder.rewind(self.cached, n_keep)
         self._decode_chunks(kept[start:])
 
     def reset(self) -> None:
-        self._rewinder.clear()
+        self._live_rewinder.clear()
         self.cached.clear()
 
     def checkpoint(self) -> None:
         """Make a later `truncate`/`sync` back to the current position cheap on a recurrent or
         hybrid model (a state copy, in host memory); a no-op for attention-only models."""
-        self._rewinder.keep_checkpoint(len(self.cached), again=True)
+        self._live_rewinder.keep_checkpoint(len(self.cached), again=True)
 
     def common_prefix(self, tokens: Sequence[int]) -> int:
         n = 0
@@ -324,7 +350,7 @@ class LlamaModel(ModelVocabulary, TreeCache):
         logits it needs), or less where a recurrent state must go back to a checkpoint;
         `len(tokens)` minus this is what it decodes."""
         keep = min(self.common_prefix(tokens), len(tokens) - 1)
-        return self._rewinder.start(len(self.cached), keep)
+        return self._live_rewinder.start(len(self.cached), keep)
 
     def sync(self, tokens: Sequence[int]) -> np.ndarray:
         """Make the cache hold exactly `tokens`; return the logits after the last one.
@@ -338,10 +364,10 @@ class LlamaModel(ModelVocabulary, TreeCache):
             raise ValueError("sync needs at least one token")
         start = self._rewind_for(tokens)
         if self.rollback == "kv":
-            return self.extend(tokens[start:])[-1]
+            return _last_row(self.extend(tokens[start:]))
         self._decode_chunks(tokens[start:-1])
-        self._rewinder.keep_checkpoint(len(self.cached))
-        return self.extend(tokens[-1:])[-1]
+        self._live_rewinder.keep_checkpoint(len(self.cached))
+        return _last_row(self.extend(tokens[-1:]))
 
     def catch_up(self, tokens: Sequence[int]) -> np.ndarray:
         """`sync` for a drafter, once per cycle: the same result, but instead of keeping a
@@ -351,13 +377,13 @@ class LlamaModel(ModelVocabulary, TreeCache):
         if not tokens:
             raise ValueError("catch_up needs at least one token")
         start = self._rewind_for(tokens)
-        logits = self.extend(tokens[start:])[-1]
-        self._rewinder.arm(len(self.cached))
+        logits = _last_row(self.extend(tokens[start:]))
+        self._live_rewinder.arm(len(self.cached))
         return logits
 
     def _rewind_for(self, tokens: Sequence[int]) -> int:
         """Rewind to what `kept_on_sync(tokens)` promises; return that position."""
-        return self._rewinder.rewind(self.cached, min(self.common_prefix(tokens), len(tokens) - 1))
+        return self._live_rewinder.rewind(self.cached, min(self.common_prefix(tokens), len(tokens) - 1))
 
     def room(self) -> int:
         """Tokens that still fit in the context."""
@@ -382,7 +408,7 @@ class LlamaModel(ModelVocabulary, TreeCache):
         hostcost.add_llama(started)
         return self._logits_view(first, n_logits)
 
-    def _logits_view(self, first: ctypes._Pointer, n_logits: int) -> np.ndarray:
+    def _logits_view(self, first: ctypes._Pointer[ctypes.c_float], n_logits: int) -> np.ndarray:
         """The rows at `first` as numpy, reusing the view made the last time llama.cpp answered
         this address for this many rows (its output buffer stays put: a decode of one row, as a
         draft's, gets the same address each time): ~20 us less per decode right after one."""
@@ -404,12 +430,13 @@ class LlamaModel(ModelVocabulary, TreeCache):
     def _decode(self, tokens: Sequence[int], *, n_logits: int) -> None:
         """One llama_decode of at most n_batch tokens (one ubatch); logits for the last
         `n_logits` rows."""
-        batch = self._batch
+        batch = self._live_batch()
         base = len(self.cached)
         n = len(tokens)
+        pos = positions(batch)
         for i, token in enumerate(tokens):
             batch.token[i] = token
-            batch.pos[i] = base + i
+            pos[i] = base + i
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = 0
             batch.logits[i] = i >= n - n_logits
@@ -421,7 +448,7 @@ class LlamaModel(ModelVocabulary, TreeCache):
 
     def _run(self, batch: llama_cpp.llama_batch, n: int) -> None:
         """llama_decode of a filled batch of n rows; raises on failure, the cache unchanged."""
-        self._rewinder.before_decode(len(self.cached))
+        self._live_rewinder.before_decode(len(self.cached))
         started = hostcost.now()
         status = llama_cpp.llama_decode(self._ctx, batch)
         if self.rpc is not None:
@@ -433,7 +460,18 @@ class LlamaModel(ModelVocabulary, TreeCache):
             raise ContextFullError.of(self.n_ctx)
         if status != 0:
             raise ModelLoadError(f"llama_decode failed with status {status} on {self.path.name}")
-        self._rewinder.after_decode(n)
+        self._live_rewinder.after_decode(n)
+
+
+def _last_row(rows: np.ndarray) -> np.ndarray:
+    row: np.ndarray = rows[-1]
+    return row
+
+
+def positions(batch: llama_cpp.llama_batch) -> ctypes.Array[ctypes.c_int32]:
+    """A batch's `pos` array: llama_pos* in llama.h, mistyped as an array of arrays by
+    llama-cpp-python 0.3.36's annotations."""
+    return cast("ctypes.Array[ctypes.c_int32]", batch.pos)
 
 
 def _watch(file: Path) -> LoadedFile | None:
@@ -454,7 +492,7 @@ class _Memory:
         self.__array_interface__ = {"shape": shape, "typestr": "<f4", "data": (address, False), "version": 3}
 
 
-def float_view(pointer: ctypes._Pointer, shape: tuple[int, ...]) -> np.ndarray:
+def float_view(pointer: ctypes._Pointer[ctypes.c_float], shape: tuple[int, ...]) -> np.ndarray:
     """A numpy view of `shape` float32s at `pointer` (valid while llama.cpp keeps the buffer).
     `np.ctypeslib.as_array` does the same in ~5-25 us (it builds a ctypes array type each
     call); this in ~1.5 us, paid once per decode by the target and every draft token."""
@@ -464,7 +502,7 @@ def float_view(pointer: ctypes._Pointer, shape: tuple[int, ...]) -> np.ndarray:
     return np.asarray(_Memory(address, shape))
 
 
-def _progress_callback(report: ProgressCallback, cancelled: list[bool]) -> llama_cpp.llama_progress_callback:
+def _progress_callback(report: ProgressCallback, cancelled: list[bool]) -> CFuncPtr:
     """Wrap `report` for llama.cpp; a False from it stops the load and is noted in `cancelled`."""
 
     def on_progress(fraction: float, _user_data: ctypes.c_void_p) -> bool:

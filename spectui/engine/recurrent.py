@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from spectui.engine import archs
+from spectui.engine.gguf_file import as_int
 
 RollbackKind = archs.Rollback
 """How a model's context drops its newest tokens: "kv" (attention only: any suffix), "snapshots"
@@ -44,8 +45,8 @@ def _per_layer(value: object | None, n_layer: int, default: int) -> list[int]:
     if value is None:
         return [default] * n_layer
     if isinstance(value, list):
-        return [int(v) for v in value[:n_layer]]
-    return [int(value)] * n_layer
+        return [as_int(v) for v in value[:n_layer]]
+    return [as_int(value)] * n_layer
 
 
 def recurrent_layers(get: Getter, arch: str, n_layer: int) -> list[bool]:
@@ -56,7 +57,7 @@ def recurrent_layers(get: Getter, arch: str, n_layer: int) -> list[bool]:
     if arch in RECURRENT_ARCHS:
         return [True] * n_layer
     if arch in ("qwen35", "qwen35moe", "qwen3next", "qwen4exp"):
-        interval = int(get(f"{arch}.full_attention_interval") or 4)  # src/models/qwen35.cpp:18
+        interval = as_int(get(f"{arch}.full_attention_interval") or 4)  # src/models/qwen35.cpp:18
         return [(i + 1) % interval != 0 for i in range(n_layer)]
     kv_heads = _per_layer(get(f"{arch}.attention.head_count_kv"), n_layer, 1)
     if arch in ("lfm2", "lfm2moe"):
@@ -70,7 +71,7 @@ def recurrent_layers(get: Getter, arch: str, n_layer: int) -> list[bool]:
 def state_bytes_per_layer(get: Getter, arch: str) -> int:
     """n_embd_r + n_embd_s of one recurrent layer, in bytes (src/llama-hparams.cpp:208-257)."""
     def key(name: str) -> int:
-        return int(get(f"{arch}.{name}") or 0)
+        return as_int(get(f"{arch}.{name}") or 0)
 
     n_embd = key("embedding_length")
     if key("wkv.head_size"):

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import llama_cpp
 import numpy as np
@@ -39,7 +39,7 @@ import numpy as np
 from spectui.errors import ContextFullError
 
 if TYPE_CHECKING:
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.model import DecodeListener
 
 
 @dataclass(frozen=True)
@@ -89,16 +89,37 @@ class TreeLayout:
         return self.seqs[row][0]
 
 
-class TreeCache:
-    """`LlamaModel`'s tree methods (a mixin: they use its context, batch and decode)."""
+class TreeHost(Protocol):
+    """What the tree methods use of the model they are part of (`LlamaModel` has all of it):
+    the type checker holds `LlamaModel` to this wherever a tree method is called on one."""
+
+    n_ctx: int
+    n_vocab: int
+    n_seqs: int
+    cached: list[int]
+    decode_listeners: list[DecodeListener]
+    _ctx: llama_cpp.llama_context_p | None
+    _tree: TreeLayout | None
 
     @property
-    def can_verify_trees(self: LlamaModel) -> bool:
+    def can_verify_trees(self) -> bool: ...
+    def room(self) -> int: ...
+    def keep_branch(self, tokens: Sequence[int], rows: Sequence[int]) -> None: ...
+    def _live_batch(self) -> llama_cpp.llama_batch: ...
+    def _run(self, batch: llama_cpp.llama_batch, n: int) -> None: ...
+
+
+class TreeCache:
+    """`LlamaModel`'s tree methods (a mixin: they use its context, batch and decode, as
+    `TreeHost` declares)."""
+
+    @property
+    def can_verify_trees(self: TreeHost) -> bool:
         """Whether `verify_tree` works here: an attention-only model whose context has sequences
         for branches, and no drafter following each decode row by row (MTP reads the rows)."""
         return self.n_seqs > 1 and not self.decode_listeners
 
-    def verify_tree(self: LlamaModel, tokens: Sequence[int], parents: Sequence[int]) -> np.ndarray:
+    def verify_tree(self: TreeHost, tokens: Sequence[int], parents: Sequence[int]) -> np.ndarray:
         """Decode a tree of tokens after the cached ones in ONE llama_decode; logits for every row.
 
         `parents[i]`: the index of token i's parent (< i), -1 for a token that follows the cache.
@@ -106,7 +127,7 @@ class TreeCache:
         only. Returns (len(tokens), n_vocab) logits, a view valid until the next decode. The
         cache then holds every branch: call `keep_branch` before anything else.
         """
-        from spectui.engine.model import MAX_LOGIT_ROWS
+        from spectui.engine.model import MAX_LOGIT_ROWS, positions
 
         layout = TreeLayout.of(parents)
         n = len(tokens)
@@ -120,10 +141,11 @@ class TreeCache:
         memory = llama_cpp.llama_get_memory(self._ctx)
         for seq in range(1, layout.n_seqs):  # every branch starts from the whole cached prefix
             llama_cpp.llama_memory_seq_cp(memory, 0, seq, -1, -1)
-        base, batch = len(self.cached), self._batch
+        base, batch = len(self.cached), self._live_batch()
+        pos = positions(batch)
         for i, token in enumerate(tokens):
             batch.token[i] = token
-            batch.pos[i] = base + layout.depths[i]
+            pos[i] = base + layout.depths[i]
             batch.n_seq_id[i] = len(layout.seqs[i])
             for j, seq in enumerate(layout.seqs[i]):
                 batch.seq_id[i][j] = seq
@@ -138,7 +160,7 @@ class TreeCache:
         first = llama_cpp.llama_get_logits_ith(self._ctx, 0)
         return np.ctypeslib.as_array(first, shape=(n, self.n_vocab))
 
-    def keep_branch(self: LlamaModel, tokens: Sequence[int], rows: Sequence[int]) -> None:
+    def keep_branch(self: TreeHost, tokens: Sequence[int], rows: Sequence[int]) -> None:
         """After `verify_tree(tokens, ...)`: keep the path `rows` (indices in `tokens`, from a
         token that follows the cache down to the deepest one kept; empty: none) as sequence 0,
         and drop every other cell the tree took."""

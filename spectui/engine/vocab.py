@@ -14,7 +14,8 @@ class ModelVocabulary:
     """Metadata and tokenizer calls on llama.cpp's model (`_model`) and vocabulary (`_vocab`)."""
 
     path: Path
-    _model: llama_cpp.llama_model_p
+    _model: llama_cpp.llama_model_p | None
+    """None once closed."""
     _vocab: llama_cpp.llama_vocab_p
 
     def meta(self, key: str) -> str | None:
@@ -38,15 +39,15 @@ class ModelVocabulary:
 
     @property
     def vocab_type(self) -> int:
-        return llama_cpp.llama_vocab_type(self._vocab)
+        return int(llama_cpp.llama_vocab_type(self._vocab))
 
     @property
     def bos_id(self) -> int:
-        return llama_cpp.llama_vocab_bos(self._vocab)
+        return int(llama_cpp.llama_vocab_bos(self._vocab))
 
     @property
     def eos_id(self) -> int:
-        return llama_cpp.llama_vocab_eos(self._vocab)
+        return int(llama_cpp.llama_vocab_eos(self._vocab))
 
     @property
     def add_bos(self) -> bool:

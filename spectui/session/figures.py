@@ -142,8 +142,8 @@ class ReplyFigures:
             value = data.get(spec.name)
             if spec.name == "by_drafter":
                 values[spec.name] = _drafters(value)
-            elif spec.type in ("int", "float") and _number(value) is not None:
-                values[spec.name] = int(value) if spec.type == "int" else float(value)
+            elif spec.type in ("int", "float") and (number := _number(value)) is not None:
+                values[spec.name] = int(number) if spec.type == "int" else float(number)
             elif spec.type == "str" and isinstance(value, str):
                 values[spec.name] = value
         values.setdefault("reason", "")
@@ -154,11 +154,11 @@ class ReplyFigures:
         return cls(**values)
 
 
-def _number(value: object) -> float | None:
-    """A stored number, or None when missing, not a number, or not finite."""
+def _number(value: object) -> int | float | None:
+    """A stored number (an int stays one), or None when missing, not a number, or not finite."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
-    return float(value)
+    return value
 
 
 def _drafters(value: object) -> dict[str, DrafterFigures]:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from spectui.engine import recurrent
 from spectui.engine.archs import FEATURE_HEAD_ARCHS, MTP_ASSISTANT_ARCHS
-from spectui.engine.config import MAX_DRAFT
+from spectui.limits import MAX_DRAFT
 
 if TYPE_CHECKING:
     from spectui.engine.drafters import DrafterSpec
@@ -94,7 +94,7 @@ def weights_bytes(path: Path) -> int:
 def read_footprint(path: Path) -> Footprint:
     """Weights, KV-cache and recurrent-state size of one GGUF, from its header (no weights are
     read). A snapshot arch is counted as a speculative target: MAX_DRAFT snapshots."""
-    from spectui.engine.gguf_file import ArrayInfo, read_header
+    from spectui.engine.gguf_file import ArrayInfo, as_int, read_header
 
     header = read_header(path)
     if header is None:
@@ -109,7 +109,7 @@ def read_footprint(path: Path) -> Footprint:
 
     def number(key: str) -> int | None:
         value = raw(key)
-        return int(max(value)) if isinstance(value, list) and value else (int(value) if value else None)
+        return int(max(value)) if isinstance(value, list) and value else (as_int(value) if value else None)
 
     arch = str(raw("general.architecture") or "llama")
     n_layer = number(f"{arch}.block_count") or 0

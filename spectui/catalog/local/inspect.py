@@ -9,6 +9,7 @@ are GGUFs too; they are told apart by their metadata (`general.type`, `clip.*`, 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -99,7 +100,7 @@ def quantization_name(file_type: int | None, filename: str) -> str:
     return match[1].upper() if match else "unknown"
 
 
-def classify(meta: dict[str, object], arch: str, n_tensors: int, split_count: int) -> Kind:
+def classify(meta: Mapping[str, object], arch: str, n_tensors: int, split_count: int) -> Kind:
     general_type = _str(meta.get("general.type"))
     if general_type == "mmproj" or arch == "clip" or any(k.startswith("clip.") for k in meta):
         return "projector"

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spectui.engine.drafters.spec import AUTO_KIND, NONE_KIND, BuildContext, DrafterKind, DrafterSpec
+from spectui.engine.drafters.spec import AUTO_KIND, NONE_KIND, BuildContext, DrafterKind, DrafterSpec, TargetOptions
 from spectui.errors import SpectuiError
 
 if TYPE_CHECKING:
@@ -94,10 +94,10 @@ def build_drafters(spec: DrafterSpec, ctx: BuildContext) -> tuple[dict[str, Draf
     return built, notes
 
 
-def target_options(spec: DrafterSpec, target: Path) -> dict[str, object]:
+def target_options(spec: DrafterSpec, target: Path) -> TargetOptions:
     """How the target must be loaded for the kinds `spec` may build (`LlamaModel.load` keyword
     arguments, e.g. `load_mtp`), asked of each kind before the target loads."""
-    options: dict[str, object] = {}
+    options: TargetOptions = {}
     for kind in KINDS.values():
         if kind.needs_draft_file and spec.draft is None:
             continue

@@ -119,7 +119,8 @@ class Eagle3Drafter:
 
     def _row(self, pos: int, block: np.ndarray | None, block_start: int) -> np.ndarray:
         if block is not None and 0 <= pos - block_start < len(block):
-            return block[pos - block_start]
+            row: np.ndarray = block[pos - block_start]
+            return row
         return self.rows.get(pos)
 
     # ----- the Drafter protocol ----------------------------------------------------------------

@@ -76,7 +76,7 @@ class DraftModelDrafter:
         # With a plan, candidates beside each token where they pay; when sampling, each token is
         # also priced by its own confidence (at T = 0 the tuned early stop, p_min, stays).
         planner = Planner(plan, price_chain=not cfg.greedy) if plan is not None else None
-        if planner is not None and not cfg.greedy:
+        if plan is not None and not cfg.greedy:
             k = min(plan.max_tokens, self.model.room() - 1)  # each token priced as drawn, not k
         context = readable(context, self.model.n_vocab, self._stand_in)
         # Catch up: decode whatever the draft has not seen (at least the last token).

@@ -49,7 +49,7 @@ from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters.base import Budget, Feedback, Proposal, hand_over
 from spectui.engine.drafters.model import choose
 from spectui.engine.drafters.mtp_context import HeadContext, HiddenRows, missing_support
-from spectui.engine.drafters.spec import AUTO_KIND, BuildContext, DrafterSpec
+from spectui.engine.drafters.spec import AUTO_KIND, BuildContext, DrafterSpec, TargetOptions
 from spectui.engine.model import LlamaModel
 from spectui.errors import IncompatibleDraftError
 from spectui.limits import MAX_DRAFT
@@ -115,7 +115,8 @@ class MtpDrafter:
 
     def _row(self, pos: int, block: np.ndarray | None, block_start: int) -> np.ndarray:
         if block is not None and 0 <= pos - block_start < len(block):
-            return block[pos - block_start]
+            row: np.ndarray = block[pos - block_start]
+            return row
         return self.rows.get(pos)
 
     # ----- the Drafter protocol ----------------------------------------------------------------
@@ -198,7 +199,7 @@ def wanted(spec: DrafterSpec) -> bool:
     return spec.kind == AUTO_KIND or SOURCE in spec.members
 
 
-def target_options(spec: DrafterSpec, target: Path) -> dict[str, object]:
+def target_options(spec: DrafterSpec, target: Path) -> TargetOptions:
     """`load_mtp` when this run may draft with the target's own heads (asked before it loads)."""
     if not wanted(spec) or spec.draft is not None or missing_support():
         return {}

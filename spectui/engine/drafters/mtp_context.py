@@ -152,7 +152,7 @@ class HeadContext:
             self._ext.llama_set_embeddings_nextn(target_ctx, False, False)
 
 
-def _address(pointer: object) -> int:
+def _address(pointer: int | ctypes.c_void_p | None) -> int:
     value = pointer.value if isinstance(pointer, ctypes.c_void_p) else pointer
     return int(value or 0)
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
     from spectui.engine.drafters.base import Drafter
@@ -22,6 +22,13 @@ NONE_KIND = "none"
 HistorySource = Callable[["LlamaModel"], Iterable[Sequence[int]]]
 """Given the loaded target: past conversations, oldest first, as that target's token ids
 (`spectui.session.history.history_source` reads them from the chat store)."""
+
+
+class TargetOptions(TypedDict, total=False):
+    """How the target must be loaded for a kind (keyword arguments of `LlamaModel.load`)."""
+
+    load_mtp: bool
+    """Load the MTP (nextn) layers the target's GGUF carries (llama.cpp skips them by default)."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +67,7 @@ class DrafterKind:
 
     The module (in this package) defines `build(spec, ctx) -> Drafter` and may define
     `unavailable(spec, ctx) -> str | None` (why these models cannot run it) and
-    `target_options(spec, target_path) -> dict` (keyword arguments for `LlamaModel.load` of the
+    `target_options(spec, target_path) -> TargetOptions` (keyword arguments for `LlamaModel.load` of the
     target, asked before it loads: MTP heads need `load_mtp`). It is imported only when a
     drafter is built, so listing kinds (`--help`) stays instant.
     """
@@ -77,14 +84,16 @@ class DrafterKind:
         return importlib.import_module(f"spectui.engine.drafters.{self.module}")
 
     def build(self, spec: DrafterSpec, ctx: BuildContext) -> Drafter:
-        return self._module().build(spec, ctx)
+        build: Callable[[DrafterSpec, BuildContext], Drafter] = self._module().build
+        return build(spec, ctx)
 
     def unavailable(self, spec: DrafterSpec, ctx: BuildContext) -> str | None:
-        check = getattr(self._module(), "unavailable", None)
+        check: Callable[[DrafterSpec, BuildContext], str | None] | None = getattr(
+            self._module(), "unavailable", None)
         return check(spec, ctx) if check is not None else None
 
-    def target_options(self, spec: DrafterSpec, target: Path) -> dict[str, object]:
-        hook = getattr(self._module(), "target_options", None)
+    def target_options(self, spec: DrafterSpec, target: Path) -> TargetOptions:
+        hook: Callable[[DrafterSpec, Path], TargetOptions] | None = getattr(self._module(), "target_options", None)
         return hook(spec, target) if hook is not None else {}
 
 

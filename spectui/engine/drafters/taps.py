@@ -26,13 +26,17 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Sequence
 from importlib import metadata
+from typing import TYPE_CHECKING
 
 import llama_cpp
 import numpy as np
 
+if TYPE_CHECKING:
+    from _ctypes import CFuncPtr, _CDataType
+
 # Itanium (Linux, macOS) and MSVC manglings of the src/llama-ext.h declarations; the MSVC names
 # follow llama_cpp_ext's pattern and were not tried here (no Windows build).
-_SYMBOLS: dict[str, tuple[tuple[str, ...], list[object], object]] = {
+_SYMBOLS: dict[str, tuple[tuple[str, ...], list[type[_CDataType]], type[_CDataType] | None]] = {
     "llama_set_embeddings_layer_inp": (("_Z30llama_set_embeddings_layer_inpP13llama_contextjb",
                        "?llama_set_embeddings_layer_inp@@YAXPEAUllama_context@@I_N@Z"),
                       [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_bool], None),
@@ -49,15 +53,15 @@ _SYMBOLS: dict[str, tuple[tuple[str, ...], list[object], object]] = {
 CORE_CALLS = ("llama_process", "llama_batch_ext_init", "llama_batch_ext_add_token", "llama_batch_ext_add_embd",
               "llama_batch_ext_set_pos", "llama_batch_ext_set_embd_token", "llama_batch_ext_set_output_logits",
               "llama_set_causal_attn", "llama_vocab_mask", "LLAMA_PROCESS_TYPE_ENCODE", "llama_embd")
-_bound: dict[str, ctypes._CFuncPtr] = {}
+_bound: dict[str, CFuncPtr] = {}
 
 
-def _find(key: str) -> ctypes._CFuncPtr | None:
+def _find(key: str) -> CFuncPtr | None:
     if key in _bound:
         return _bound[key]
     names, argtypes, restype = _SYMBOLS[key]
     for name in names:
-        func = getattr(llama_cpp.llama_cpp._lib, name, None)
+        func: CFuncPtr | None = getattr(llama_cpp.llama_cpp._lib, name, None)
         if func is not None:
             func.argtypes, func.restype = argtypes, restype
             _bound[key] = func
@@ -83,12 +87,11 @@ def missing_support() -> str | None:
             f"({', '.join(missing[:3])}); install llama-cpp-python 0.3.36 or newer")
 
 
-def _pointer(handle: object) -> ctypes.c_void_p:
-    value = handle.value if isinstance(handle, ctypes.c_void_p) else handle
-    return ctypes.c_void_p(value if isinstance(value, int) else ctypes.cast(value, ctypes.c_void_p).value)
+def _pointer(handle: int | ctypes.c_void_p) -> ctypes.c_void_p:
+    return ctypes.c_void_p(handle.value if isinstance(handle, ctypes.c_void_p) else handle)
 
 
-def target_layer_ids(model: object) -> list[int]:
+def target_layer_ids(model: int) -> list[int]:
     """The head's extract layers as llama.cpp loaded them (`eagle3.target_layers`...)."""
     get, count = _find("llama_model_target_layer_ids"), _find("llama_model_target_layer_ids_n")
     assert get is not None and count is not None
@@ -100,13 +103,14 @@ def target_layer_ids(model: object) -> list[int]:
 class FeatureTaps:
     """The inputs of `layers` of a target context, concatenated per token after each decode."""
 
-    def __init__(self, ctx: object, layers: Sequence[int], n_embd: int) -> None:
+    def __init__(self, ctx: int, layers: Sequence[int], n_embd: int) -> None:
         self.ctx = _pointer(ctx)
         self.layers = list(layers)
         self.n_embd = n_embd
         self.width = n_embd * len(self.layers)
-        self._set, self._get = _find("llama_set_embeddings_layer_inp"), _find("llama_get_embeddings_layer_inp")
-        assert self._set is not None and self._get is not None
+        tap, read = _find("llama_set_embeddings_layer_inp"), _find("llama_get_embeddings_layer_inp")
+        assert tap is not None and read is not None
+        self._set, self._get = tap, read
         for layer in set(self.layers):
             self._set(self.ctx, layer, True)
 

@@ -42,7 +42,8 @@ def as_token_list(context: Sequence[int] | np.ndarray) -> list[int]:
     if isinstance(context, list):
         return context
     if isinstance(context, np.ndarray):
-        return context.tolist()
+        tokens: list[int] = context.tolist()
+        return tokens
     return [int(t) for t in context]
 
 
@@ -164,7 +165,8 @@ class TokenIndex:
         equal = (store[np.maximum(index, 0)] == wanted) & (index >= 0)
         lengths = np.where(equal.all(axis=1), m, equal.argmin(axis=1))
         del store
-        return lengths.tolist()
+        matched: list[int] = lengths.tolist()
+        return matched
 
     def check(self) -> None:
         """Raise AssertionError unless the chains equal a from-scratch build (tests, debugging)."""
@@ -179,7 +181,7 @@ class TokenIndex:
 
     # --- internals --------------------------------------------------------------------------
 
-    def _empty_table(self) -> array:
+    def _empty_table(self) -> array[int]:
         return array("i", [-1]) * (1 << self._bits)
 
     def _buckets_at(self, p: int) -> list[int]:

@@ -19,10 +19,16 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spectui.engine.rpc.relay import Relay, Traffic
 from spectui.engine.rpc.wire import Endpoint, WorkerInfo, parse_endpoints, probe
 from spectui.errors import RpcError, WorkerLostError
+
+if TYPE_CHECKING:
+    from _ctypes import CFuncPtr, _CDataType
+
+    from llama_cpp import llama_model_params
 
 DEV_TYPE_CPU, DEV_TYPE_GPU, DEV_TYPE_IGPU, DEV_TYPE_ACCEL = 0, 1, 2, 3  # ggml-backend.h:134-145
 
@@ -52,7 +58,7 @@ class _Ggml(_Devices):
         self.start_server = _fn(rpc.ggml_backend_rpc_start_server, None, [c, c, s, s, ctypes.POINTER(p)])
 
 
-def _fn(fn: ctypes._CFuncPtr, restype: object, argtypes: list[object]) -> ctypes._CFuncPtr:
+def _fn(fn: CFuncPtr, restype: type[_CDataType] | None, argtypes: list[type[_CDataType]]) -> CFuncPtr:
     fn.restype = restype
     fn.argtypes = argtypes
     return fn
@@ -130,14 +136,15 @@ class RpcCluster:
         self.tensor_split = list(tensor_split) if tensor_split else None
         self._keep_alive: list[object] = []
 
-    def apply(self, params: object) -> None:
+    def apply(self, params: llama_model_params) -> None:
         """Point a `llama_model_params` at the workers' devices (then this machine's GPUs, as
         llama.cpp's own --rpc does) and, if given, the tensor split over that list."""
         import llama_cpp
 
         pointers = [*self._pointers, *local_gpu_devices()]
         devices = (ctypes.c_void_p * (len(pointers) + 1))(*pointers, None)
-        params.devices = ctypes.addressof(devices)
+        # a c_void_p field in llama_cpp.py (line 905), which its annotation calls an array
+        params.devices = ctypes.addressof(devices)  # type: ignore[assignment]
         self._keep_alive.append(devices)
         if self.tensor_split:
             if len(self.tensor_split) > len(pointers):
@@ -155,7 +162,8 @@ class RpcCluster:
         ggml = _devices()
         names = [d.name for d in self.devices]
         weights = [float(d.free_bytes) for d in self.devices]
-        for pointer in local_gpu_devices():
+        for pointer in local_gpu_devices():  # none without ggml's library (ggml None)
+            assert ggml is not None
             free, total = ctypes.c_size_t(), ctypes.c_size_t()
             ggml.dev_memory(pointer, ctypes.byref(free), ctypes.byref(total))
             names.append(ggml.dev_name(pointer).decode())

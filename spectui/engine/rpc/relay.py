@@ -335,13 +335,16 @@ class _Session:
         expected = RESPONSE_SIZE[cmd]
         if expected is None:
             (expected,) = struct.unpack_from("<Q", payload, len(payload) - 8)
+        reader = self.upstream_in
+        if reader is None:  # a session made without a worker: `_answer` fakes every reply
+            return None
         try:
-            head = self.upstream_in.read(8)
-            body = self.upstream_in.read(expected) if head is not None else None
+            head = reader.read(8)
+            body = reader.read(expected) if head is not None else None
         except OSError as error:
             self._drop(f"receive failed: {error.strerror or error}")
             return None
-        if body is None:
+        if head is None or body is None:
             self._drop("it closed the connection")
             return None
         if struct.unpack("<Q", head)[0] != expected:
