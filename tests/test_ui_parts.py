@@ -239,6 +239,18 @@ def test_options_from_a_pulled_catalog_pair(tiny_pair, spectui_home: Path) -> No
     assert options.target.samefile(tiny_pair.target) and options.drafter.draft.samefile(tiny_pair.draft)
 
 
+def test_a_chat_recorded_with_another_pulled_pair_reopens_with_that_pairs_files(tiny_pair, spectui_home: Path) -> None:
+    # `recorded_options` read `draft_model`, a field ResolvedPair never had (found by mypy)
+    from spectui.catalog import pull_adhoc
+    from spectui.ui.chat_actions import recorded_options
+
+    pull_adhoc("tiny", str(tiny_pair.target), str(tiny_pair.draft))
+    current = options_from_args(chat_args("--target", "t.gguf", "--draft", "d.gguf"))
+    options, why = recorded_options(current, "tiny", {"pair": "tiny", "drafter": "model"})
+    assert why == "" and options is not None and options.pair_name == "tiny"
+    assert options.target.samefile(tiny_pair.target) and options.drafter.draft.samefile(tiny_pair.draft)
+
+
 def test_unknown_pair_names_the_pull_command(spectui_home: Path) -> None:
     with pytest.raises(SpectuiError, match="spectui pull"):
         options_from_args(chat_args("qwen2.5-7b"))

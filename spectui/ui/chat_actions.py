@@ -63,7 +63,7 @@ def recorded_options(options: ChatOptions, pair: str, models: dict[str, Any]) ->
             return None, unavailable(f"pair {name}", str(error), options)
         from spectui.session.options import for_pair
 
-        return for_pair(options, name, resolved.target, resolved.draft_model, kind, resolved.recommended_k), ""
+        return for_pair(options, name, resolved.target, resolved.draft, kind, resolved.recommended_k), ""
     if not target:
         return None, ""
     target_path = Path(str(target))
