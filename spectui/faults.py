@@ -112,7 +112,8 @@ def of_finished(finished: Finished | ReplyDone, surface: Surface = "command") ->
         return None
     if finished.error is not None:
         return of_error(finished.error, surface)
-    kind: FaultKind = {"worker": "worker-lost", "file": "model-file"}.get(finished.reason, "context-full")
+    kinds: dict[str, FaultKind] = {"worker": "worker-lost", "file": "model-file"}
+    kind = kinds.get(finished.reason, "context-full")
     return Fault(kind, finished.message or f"the reply was cut ({finished.reason})", reload=kind != "context-full")
 
 
@@ -124,7 +125,8 @@ def raise_for(finished: Finished | ReplyDone) -> None:
 
 
 def interrupted(signum: int) -> Fault:
-    name = {signal.SIGINT: "Ctrl+C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}.get(signum, f"signal {signum}")
+    names: dict[int, str] = {signal.SIGINT: "Ctrl+C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
+    name = names.get(signum, f"signal {signum}")
     return Fault("interrupted", f"interrupted ({name})", EXIT_SIGNAL_BASE + signum)
 
 

@@ -40,7 +40,7 @@ or let only the chat machine in, e.g.  sudo ufw allow from CHAT-MACHINE-IP to an
 """
 
 
-def add_worker_parser(sub: argparse._SubParsersAction) -> None:
+def add_worker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     worker = sub.add_parser("worker", help="lend this machine to another spectui's target (llama.cpp RPC)")
     worker.add_argument("--host", type=parse_host, default="127.0.0.1",
                         help="IPv4 address or host name to listen on (default 127.0.0.1; anything else is "

@@ -90,7 +90,8 @@ def run_all(gen: Generator, work: Workload, k: DraftLength) -> RunTotals:
     return RunTotals.of(figures, outputs, stats)
 
 
-def measure(gen: Generator, work: Workload, ks: list[DraftLength], repeat: int) -> dict[DraftLength, tuple]:
+def measure(gen: Generator, work: Workload, ks: list[DraftLength],
+            repeat: int) -> dict[DraftLength, tuple[list[RunTotals], list[RunTotals]]]:
     """Interleaved rounds: baseline, then every K; returns K -> (baselines, speculative runs)."""
     warm = replace(work, prompts=work.prompts[:1], config=replace(work.config, max_tokens=WARM_UP_TOKENS))
     run_all(gen, warm, AUTO)  # first touch of every model

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
+from typing import TypedDict
 
 from spectui.engine.config import DraftLength, GenerationConfig
 from spectui.engine.events import GenerationStats, SourceTotals
@@ -233,7 +234,14 @@ def host_per_cycle(runs: list[RunTotals]) -> dict[str, float]:
 
 
 
-def _tree_figures(specs: list[RunTotals]) -> dict[str, float | int]:
+class _TreeFigures(TypedDict, total=False):
+    tree_cycles: float
+    tree_nodes: float
+    tree_branches: float
+    largest_tree: int
+
+
+def _tree_figures(specs: list[RunTotals]) -> _TreeFigures:
     cycles, passes = sum(s.tree_cycles for s in specs), sum(s.passes for s in specs)
     if not cycles:
         return {}

@@ -3,8 +3,9 @@
 huggingface_hub and llama.cpp are imported only inside the functions that need them.
 """
 
+from spectui.catalog.pairs import PairStatus, ResolvedPair
 from spectui.catalog.pull import pull_adhoc, pull_pair
-from spectui.catalog.resolve import PairStatus, ResolvedPair, list_pairs, remove_pair, resolve_pair
+from spectui.catalog.resolve import list_pairs, remove_pair, resolve_pair
 
 __all__ = [
     "PairStatus",

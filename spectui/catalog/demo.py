@@ -15,6 +15,7 @@ build is simply redone; a file lock keeps two processes from building at once.
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.util
 import os
 import sys
@@ -171,7 +172,7 @@ def _build(made: DemoRecipe, log: Log) -> None:
                                  (made.draft_precision, made.draft_path(), "draft")):
         if not dst.is_file():
             log(f"{made.name} pair: converting to a {precision} {role} with llama.cpp ({dst.name})…")
-            _atomic(dst, lambda tmp, p=precision: quantize(source, tmp, p))
+            _atomic(dst, functools.partial(quantize, source, precision=precision))
     if made.assembled:
         source.unlink(missing_ok=True)
     log(f"{made.name} pair ready in {made.directory()}")

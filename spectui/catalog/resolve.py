@@ -50,14 +50,14 @@ def resolve_pair(name: str | None) -> ResolvedPair:
         )
     if name in demo.RECIPES:
         return demo.ensure_demo_pair(name)
-    pulled = record.read_record().pairs.get(name)
-    if pulled is None:
+    pair = record.read_record().pairs.get(name)
+    if pair is None:
         get_entry(name)  # unknown names get their own message
         raise CatalogError(f"pair {name} is not pulled; run `spectui pull {name}`")
-    missing = _missing_file(pulled)
+    missing = _missing_file(pair)
     if missing is not None:
         raise CatalogError(f"pair {name}: file {missing} is gone; run `spectui pull {name}` again")
-    return resolved_from_record(name, pulled)
+    return resolved_from_record(name, pair)
 
 
 def _pulled_size(pulled: record.PulledPair) -> float:

@@ -199,7 +199,7 @@ def _copy(db: sqlite3.Connection, into: ChatStore) -> Salvaged:
                 continue
             chat_id, created = message[1], message[6]
             if chat_id not in chat_ids:
-                into.restore_chat(clean_chat({"id": chat_id, "title": RECOVERED_TITLE, "created_at": created}))
+                into.restore_chat(chat_row(chat_id, {"title": RECOVERED_TITLE, "created_at": created}))
                 chat_ids.add(chat_id)
             into.restore_message(message)
             with_messages.add(chat_id)
@@ -303,8 +303,11 @@ def clean_chat(row: dict[str, Any]) -> tuple[Any, ...] | None:
     """`COLUMNS["chats"]` with the right types (missing or unreadable values at their defaults),
     or None."""
     chat_id = row.get("id")
-    if not isinstance(chat_id, int):
-        return None
+    return chat_row(chat_id, row) if isinstance(chat_id, int) else None
+
+
+def chat_row(chat_id: int, row: dict[str, Any]) -> tuple[Any, ...]:
+    """`COLUMNS["chats"]` for chat `chat_id` from `row`'s other values (defaults where unreadable)."""
     now = datetime.now().isoformat(timespec="microseconds")
     created = _text(row.get("created_at")) or now
     return (chat_id, _text(row.get("title")) or "", _text(row.get("pair")) or "", created,

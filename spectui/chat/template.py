@@ -20,6 +20,7 @@ from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from spectui.chat import reasoning
+from spectui.chat.reasoning import Markers, ReasoningKey
 from spectui.errors import SpectuiError
 
 ROLES = ("system", "user", "assistant")
@@ -38,7 +39,7 @@ class ChatMessage:
     reasoning: str = ""
     """For a reply of a reasoning model: what it thought before answering."""
 
-    def as_dict(self, key: reasoning.ReasoningKey = "none", markers: reasoning.Markers | None = None) -> dict[str, str]:
+    def as_dict(self, key: ReasoningKey = "none", markers: Markers | None = None) -> dict[str, str]:
         """The message as a template reads it, its reasoning given the way `key` says."""
         message = {"role": self.role, "content": self.content}
         if not self.reasoning or self.role != "assistant" or key == "none":

@@ -196,7 +196,8 @@ def schema_grammar(schema: dict[str, object]) -> str:
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     try:
-        return json_schema_to_gbnf(json.dumps(schema))
+        grammar: str = json_schema_to_gbnf(json.dumps(schema))
+        return grammar
     except Exception as error:  # the converter raises whatever its schema walk hits
         raise RequestError(f"response_format: this JSON schema cannot be turned into a grammar ({error})") from None
 

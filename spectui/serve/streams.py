@@ -14,10 +14,10 @@ from typing import Any
 from spectui.serve import responses
 from spectui.serve.responses import HttpError, failure
 from spectui.serve.slot import Failed, Job
-from spectui.session.reply import LogprobEntry, ReplyDone, ReplyLogprobs, ReplyPiece
+from spectui.session.reply import LogprobEntry, ReplyDone, ReplyEvent, ReplyLogprobs, ReplyPiece
 
 
-async def events(job: Job) -> AsyncIterator[list[object]]:
+async def events(job: Job) -> AsyncIterator[list[ReplyEvent | Failed]]:
     """The job's events in batches: whatever has arrived since the last batch."""
     while True:
         arrived = [await job.next()]
@@ -30,8 +30,10 @@ async def events(job: Job) -> AsyncIterator[list[object]]:
             return
 
 
-async def collect(job: Job) -> tuple[ReplyDone, list[ReplyPiece], list]:
-    done, pieces, entries = None, [], []
+async def collect(job: Job) -> tuple[ReplyDone, list[ReplyPiece], list[LogprobEntry]]:
+    done: ReplyDone | None = None
+    pieces: list[ReplyPiece] = []
+    entries: list[LogprobEntry] = []
     async for batch in events(job):
         for event in batch:
             if isinstance(event, Failed):
@@ -49,7 +51,7 @@ async def collect(job: Job) -> tuple[ReplyDone, list[ReplyPiece], list]:
     return done, pieces, entries
 
 
-def spoken(entries: list[LogprobEntry], done: ReplyDone, before: int = 0) -> list:
+def spoken(entries: list[LogprobEntry], done: ReplyDone, before: int = 0) -> list[LogprobEntry]:
     """The log-probabilities of the tokens the reply kept (a stop string's are dropped);
     `before`: bytes of the reply's tokens already accounted for."""
     limit, position, kept = len(done.raw_text.encode("utf-8")), before, []
@@ -126,10 +128,10 @@ async def stream_text(job: Job, completion: responses.Completion, include_usage:
         job.cancel.set()
 
 
-def merged(batch: list[object]) -> list[tuple[str | None, str, list, ReplyDone | None]]:
+def merged(batch: list[ReplyEvent | Failed]) -> list[tuple[str | None, str, list[LogprobEntry], ReplyDone | None]]:
     """A batch of events as chunks to send: runs of answer (or of thinking) text joined, the
     log-probabilities that arrived with them, and the end. An error becomes an SSE error event."""
-    out: list[tuple[str | None, str, list, ReplyDone | None]] = []
+    out: list[tuple[str | None, str, list[LogprobEntry], ReplyDone | None]] = []
     entries: list[LogprobEntry] = []
     for event in batch:
         if isinstance(event, Failed):

@@ -106,7 +106,7 @@ class LocalPairCommands(Provider):
             self.pairings = []
             self.app.notify(str(error), severity="error")
 
-    def _command(self, pairing: Pairing) -> Callable[[], None]:
+    def _command(self, pairing: Pairing) -> Callable[[], object]:
         from spectui.ui.messages import PairReady
 
         target, best = pairing.target, pairing.best

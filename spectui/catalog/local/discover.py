@@ -113,7 +113,10 @@ def discover(folders: list[Path] | None = None, index: LocalIndex | None = None)
             continue
         seen.add(key)
         described = describe(item, index)
-        (result.models if isinstance(described, LocalModel) else result.skipped).append(described)
+        if isinstance(described, LocalModel):
+            result.models.append(described)
+        else:
+            result.skipped.append(described)
     if own_index:
         index.save()
     return result
