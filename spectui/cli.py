@@ -208,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_serve_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     from spectui.serve.command import API_KEY_ENV, DEFAULT_DRAIN_SECONDS, DEFAULT_MAX_WAITING, DEFAULT_PORT
 
     serve = sub.add_parser("serve", help="answer OpenAI-compatible requests (other tools, editors, scripts)")

@@ -21,10 +21,13 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from spectui import argtypes, limits, signals
 from spectui.errors import Interrupted, RpcError
+
+if TYPE_CHECKING:
+    from spectui.cli import Parser
 
 WARNING = """
 !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!
@@ -40,7 +43,7 @@ or let only the chat machine in, e.g.  sudo ufw allow from CHAT-MACHINE-IP to an
 """
 
 
-def add_worker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_worker_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     worker = sub.add_parser("worker", help="lend this machine to another spectui's target (llama.cpp RPC)")
     worker.add_argument("--host", type=parse_host, default="127.0.0.1",
                         help="IPv4 address or host name to listen on (default 127.0.0.1; anything else is "

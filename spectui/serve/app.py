@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -82,8 +82,12 @@ def build_app(state: ServerState, on_shutdown: Callable[[], None] | None = None)
     return app
 
 
+Handler = Callable[[Request], Awaitable[Response]]
+
+
 def server(request: Request) -> ServerState:
-    return request.app.state.serve
+    state: ServerState = request.app.state.serve  # set by build_app (starlette's State is untyped)
+    return state
 
 
 async def http_exception(request: Request, error: Exception) -> Response:
@@ -94,10 +98,10 @@ async def http_exception(request: Request, error: Exception) -> Response:
                      "invalid_request_error").response()
 
 
-def answered(route: str) -> Callable[[Callable[..., Any]], Callable[[Request], Any]]:
+def answered(route: str) -> Callable[[Handler], Handler]:
     """Check the API key, turn `HttpError` into its answer, count the request."""
 
-    def wrap(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
+    def wrap(handler: Handler) -> Handler:
         async def endpoint(request: Request) -> Response:
             state = server(request)
             try:

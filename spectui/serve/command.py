@@ -15,8 +15,12 @@ import ipaddress
 import os
 import socket
 import sys
+from typing import TYPE_CHECKING
 
 from spectui.errors import SpectuiError
+
+if TYPE_CHECKING:
+    from spectui.engine.generator import Generator
 
 API_KEY_ENV = "SPECTUI_API_KEY"
 DEFAULT_PORT = 8080
@@ -97,21 +101,21 @@ def load(args: argparse.Namespace, key: str | None):  # type: ignore[no-untyped-
     session = EngineSession()
     slot = ReplySlot(session, args.max_waiting)
 
-    def load_and_warm_up() -> None:
+    def load_and_warm_up() -> Generator:
         generator = load_generator(choice.target, plan.apply(choice.drafter), n_ctx=args.ctx,
                                    n_gpu_layers=plan.n_gpu_layers, n_threads=threads, rpc=args.rpc or choice.rpc,
                                    tensor_split=args.tensor_split)
-        session.install(generator, "chat")
+        chat_format = session.install(generator, "chat")
         if not args.no_warm_up:
-            text = baseline.COMPLETION_PROMPT if session.chat_format.is_completion else baseline.CALIBRATION_PROMPT
+            text = baseline.COMPLETION_PROMPT if chat_format.is_completion else baseline.CALIBRATION_PROMPT
             baseline.calibrate(generator, session.prompt_tokens([_user(text)]), lambda: False, tokens=8)
+        return generator
 
     try:
-        slot.call(load_and_warm_up)
+        generator = slot.call(load_and_warm_up)
     except BaseException:
         slot.close()
         raise
-    generator = session.generator
     for note in generator.notes:
         print(f"note: {note}", file=sys.stderr)
     sampling = recommended_sampling(generator.target.meta).sampling

@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from spectui.engine.events import Progress
 from spectui.session.loaded import EngineSession
@@ -77,6 +77,9 @@ class Job:
     async def next(self) -> list[ReplyEvent | Failed] | None:
         """The next batch of events; None once the job has ended."""
         return await self.events.get()
+
+
+T = TypeVar("T")
 
 
 @dataclass(eq=False)
@@ -141,7 +144,7 @@ class ReplySlot:
         self._jobs.put(job)
         return job
 
-    def call(self, work: Callable[[], Any]) -> Any:
+    def call(self, work: Callable[[], T]) -> T:
         """Run `work` on the engine thread, wait for it and return what it returns (or raise what
         it raised): loading, warming up and freeing the models."""
         call = Call(work)
@@ -149,7 +152,8 @@ class ReplySlot:
         call.done.wait()
         if call.error is not None:
             raise call.error
-        return call.result
+        result: T = call.result  # what `work` returned
+        return result
 
     def close(self, timeout: float = 10.0, last: Callable[[], Any] | None = None) -> bool:
         """Refuse new jobs, stop every running and waiting one, run `last` on the engine thread

@@ -23,11 +23,13 @@ class EngineSession:
         self.generator: Generator | None = None
         self.chat_format: ChatFormat | None = None
 
-    def install(self, generator: Generator, mode: str = "auto") -> None:
-        """Take over a freshly loaded generator (call with `lock` held); `mode` as `--mode`."""
+    def install(self, generator: Generator, mode: str = "auto") -> ChatFormat:
+        """Take over a freshly loaded generator (call with `lock` held); `mode` as `--mode`.
+        Returns the chat format it now renders prompts with."""
         self.release()
         self.generator = generator
-        self.chat_format = ChatFormat.from_model(generator.target, mode)
+        self.chat_format = chat_format = ChatFormat.from_model(generator.target, mode)
+        return chat_format
 
     def release(self) -> None:
         """Free the loaded models (call with `lock` held)."""

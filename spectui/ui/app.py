@@ -270,9 +270,12 @@ class SpectuiApp(Lifecycle, Fitting, Controls, Replies, ChatActions, EngineWorke
         self.mode = self.chat_mode(self.conversation)
         self.sub_title = self.subtitle(self.options)
         self.refresh_settings()
+        from spectui.engine.drafters.model import DraftModelDrafter  # loaded with the models by now
+
         generator = self.session.generator
         draft = generator.drafters.get("model") if generator is not None else None
-        self.draft_same_model = draft is not None and same_model(generator.target, draft.model)
+        self.draft_same_model = (generator is not None and isinstance(draft, DraftModelDrafter)
+                                 and same_model(generator.target, draft.model))
         self.refresh_k()
         for note in map(self.options.renamed, message.drafters.notes):
             self.notify(note, severity="warning", timeout=12)

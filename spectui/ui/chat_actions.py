@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import events
 
@@ -97,9 +97,6 @@ class ChatActions:
     colouring: bool
     busy: ReplyPurpose | None
     export_dir: Path | None
-    log_view: ChatLog
-    panel: StatsPanel
-    prompt: PromptInput
     sub_title: str
     notify: Callable[..., None]
     note: Callable[..., Awaitable[None]]
@@ -108,6 +105,15 @@ class ChatActions:
     copy_to_clipboard: Callable[[str], None]
     subtitle: Callable[[ChatOptions], str]
     show_examples: Callable[[], Awaitable[None]]
+
+    if TYPE_CHECKING:  # the app's own, declared for the type checker only: at run time nothing
+        # here may shadow them (the mixins come before their owners in the app's MRO)
+        @property
+        def log_view(self) -> ChatLog: ...
+        @property
+        def panel(self) -> StatsPanel: ...
+        @property
+        def prompt(self) -> PromptInput: ...
 
     # ----- showing chats -----------------------------------------------------------------------
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spectui.chat.conversation import Conversation
-from spectui.chat.store import ChatStore
+from spectui.chat.safe_store import SafeStore
 from spectui.chat.template import ChatMessage
 from spectui.engine.config import DraftControl
 from spectui.engine.drafters.spec import DrafterInfo
@@ -30,14 +30,12 @@ class Controls:
     colouring: bool
     conversation: Conversation
     comparison: Comparison | None
-    store: ChatStore
+    store: SafeStore
     options: ChatOptions
     busy: ReplyPurpose | None
     stop_requested: threading.Event
     ready: bool
     after_idle: Callable[[], Awaitable[None]] | None
-    log_view: ChatLog
-    panel: StatsPanel
     notify: Callable[..., None]
     query: Callable[..., Any]
     push_screen: Callable[..., Any]
@@ -45,14 +43,21 @@ class Controls:
     set_status: Callable[..., None]
     can_generate: Callable[[], bool]
     begin_generation: Callable[[ReplyPurpose, Sequence[ChatMessage], DraftControl], None]
-    show_conversation: Callable[[Conversation], Awaitable[None]]
     prepare_pair: Callable[[str, bool], Any]
     new_conversation: Callable[[], Conversation]
-    cancel_queued: Callable[..., Awaitable[bool]]
     cancel_edit: Callable[[], bool]
     apply_chat_mode: Callable[[], None]
     refresh_settings: Callable[[], None]
     show_examples: Callable[[], Awaitable[None]]
+
+    if TYPE_CHECKING:  # the app's own, declared for the type checker only: at run time nothing
+        # here may shadow them (the mixins come before their owners in the app's MRO)
+        @property
+        def log_view(self) -> ChatLog: ...
+        @property
+        def panel(self) -> StatsPanel: ...
+        async def show_conversation(self, conversation: Conversation) -> None: ...
+        async def cancel_queued(self, reason: str = ...) -> bool: ...
 
     def action_k_up(self) -> None:
         self._step_k(+1)

@@ -26,7 +26,7 @@ import contextlib
 import signal
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spectui import faults
 from spectui.chat.conversation import Conversation
@@ -57,7 +57,6 @@ class Lifecycle:
     load_failed: bool
     reply_widget: AssistantMessage | None
     reply_batcher: ReplyBatcher | None
-    prompt: PromptInput
     quitting: int | None
     quit_line: str | None
     reload_pending: bool
@@ -68,12 +67,17 @@ class Lifecycle:
     note: Callable[..., Awaitable[None]]
     set_status: Callable[..., None]
     set_timer: Callable[..., Any]
-    queue: Callable[[str], Awaitable[None]]
     start_loading: Callable[[ChatOptions], None]
     screen: Any
     focused: Any
     copy_to_clipboard: Callable[[str], None]
     _driver: Any
+
+    if TYPE_CHECKING:  # the app's own, declared for the type checker only: at run time nothing
+        # here may shadow them (the mixins come before their owners in the app's MRO)
+        @property
+        def prompt(self) -> PromptInput: ...
+        async def queue(self, text: str) -> None: ...
 
     # ----- quitting ----------------------------------------------------------------------------
 
@@ -85,7 +89,7 @@ class Lifecycle:
         """Ctrl+C: copy the selected text if there is some (the message box, or the chat),
         else quit as Ctrl+Q does."""
         focused = self.focused
-        if focused is not None and getattr(focused, "selected_text", ""):
+        if focused is not None and getattr(focused, "selected_text", None):
             focused.action_copy()
             return
         with contextlib.suppress(Exception):

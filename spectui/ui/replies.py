@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spectui import faults
 from spectui.chat.conversation import Conversation
@@ -63,9 +63,6 @@ class Replies:
     exit: Callable[..., None]
     queued: UserMessage | None
     editing: int | None
-    log_view: ChatLog
-    panel: StatsPanel
-    prompt: PromptInput
     notify: Callable[..., None]
     query: Callable[..., Any]
     note: Callable[..., Awaitable[None]]
@@ -74,6 +71,15 @@ class Replies:
     ready_status: Callable[[], None]
     set_baseline: Callable[[Baseline], None]
     generate_reply: Callable[[ReplyRequest, ReplyPurpose], Any]
+
+    if TYPE_CHECKING:  # the app's own, declared for the type checker only: at run time nothing
+        # here may shadow them (the mixins come before their owners in the app's MRO)
+        @property
+        def log_view(self) -> ChatLog: ...
+        @property
+        def panel(self) -> StatsPanel: ...
+        @property
+        def prompt(self) -> PromptInput: ...
 
     # ----- sending ---------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from textual import work
 from textual.message import Message
@@ -20,7 +21,7 @@ from textual.worker import get_current_worker
 from tqdm import tqdm
 
 from spectui import faults
-from spectui.chat.store import ChatStore
+from spectui.chat.safe_store import SafeStore
 from spectui.chat.template import ChatMessage
 from spectui.engine.config import recommended_sampling
 from spectui.engine.drafters.spec import HistorySource
@@ -128,11 +129,11 @@ class Throttle:
         return not self.cancelled()
 
 
-def tqdm_posting(post: Post, is_cancelled: Callable[[], bool]) -> type[tqdm]:
+def tqdm_posting(post: Post, is_cancelled: Callable[[], bool]) -> type[tqdm[Any]]:
     """A tqdm class for huggingface_hub that posts progress instead of printing it."""
 
-    class UiTqdm(tqdm):  # type: ignore[misc]
-        def __init__(self, *args: object, **kwargs: object) -> None:
+    class UiTqdm(tqdm):  # type: ignore[type-arg]  # generic in its stubs only: `tqdm[Any]` fails at run time
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs.update(file=io.StringIO(), disable=False)
             super().__init__(*args, **kwargs)
             self._throttle = Throttle(post, f"downloading {self.desc or 'model'}")
@@ -152,7 +153,7 @@ class EngineWorkers:
     """Worker methods of the app; the app provides `session`, `post_message` and friends."""
 
     session: EngineSession
-    store: ChatStore
+    store: SafeStore
     stop_requested: threading.Event
     update_interval: float = UPDATE_INTERVAL
     """Seconds between batched reply updates (tests set 0 to see every event)."""
