@@ -65,10 +65,11 @@ class LoadMeter:
         """Average cores other processes used since the last call (None where unknown)."""
         busy0, own0, at0 = self._busy, self._own, self._at
         self._reset()
-        if None in (busy0, own0, self._busy, self._own) or self._at - at0 < 0.05:
+        busy, own = self._busy, self._own
+        if busy0 is None or own0 is None or busy is None or own is None or self._at - at0 < 0.05:
             return None
         ticks = os.sysconf("SC_CLK_TCK") * (self._at - at0)
-        return max(0.0, ((self._busy - busy0) - (self._own - own0)) / ticks)  # type: ignore[operator]
+        return max(0.0, ((busy - busy0) - (own - own0)) / ticks)
 
     def sample(self, seconds: float = 0.25) -> float | None:
         """Others' load measured over the next `seconds` (blocks)."""
