@@ -115,6 +115,12 @@ def distribution(logits: np.ndarray, cfg: SamplingConfig) -> Dist:
     n_vocab = logits.shape[-1]
     scores = biased(logits, cfg)
     ids = _best(scores, cfg.top_k if 0 < cfg.top_k < n_vocab else n_vocab, cfg.constraint)
+    return _truncated(scores, ids, cfg)
+
+
+def _truncated(scores: np.ndarray, ids: np.ndarray, cfg: SamplingConfig) -> Dist:
+    """Temperature, then top-p (nucleus) and min-p over the candidates `ids`, best first: the
+    steps `distribution` and `reference_distribution` share, so the two agree bit for bit."""
     scaled = scores[ids].astype(np.float64) / max(cfg.temperature, 1e-6)
     order = np.argsort(-scaled, kind="stable")
     ids, scaled = ids[order], scaled[order]
@@ -200,19 +206,7 @@ def reference_distribution(logits: np.ndarray, cfg: SamplingConfig) -> Dist:
         ids = np.argpartition(logits, -cfg.top_k)[-cfg.top_k :]
     else:
         ids = np.arange(n_vocab)
-    scaled = logits[ids].astype(np.float64) / max(cfg.temperature, 1e-6)
-    order = np.argsort(-scaled, kind="stable")
-    ids, scaled = ids[order], scaled[order]
-    probs = np.exp(scaled - scaled[0])
-    probs /= probs.sum()
-    keep = len(probs)
-    if cfg.top_p < 1.0:
-        # Smallest prefix whose mass reaches top_p (always at least one token).
-        keep = int(np.searchsorted(np.cumsum(probs), cfg.top_p) + 1)
-    if cfg.min_p > 0.0:
-        keep = min(keep, int(np.count_nonzero(probs >= cfg.min_p * probs[0])))
-    ids, probs = ids[:keep], probs[:keep]
-    return Dist(ids=ids, probs=probs / probs.sum())
+    return _truncated(logits, ids, cfg)
 
 
 def token_logprobs(logits: np.ndarray, token: int, n_top: int) -> tuple[float, tuple[tuple[int, float], ...]]:
