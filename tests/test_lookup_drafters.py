@@ -23,7 +23,7 @@ from textual.widgets import Static
 from spectui.chat.store import ChatStore
 from spectui.chat.template import ChatFormat, ChatMessage
 from spectui.cli import main
-from spectui.engine import speculative
+from spectui.engine import autodraft, speculative
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.drafters import DrafterSpec
 from spectui.engine.drafters.base import FixedBudget
@@ -303,7 +303,23 @@ def test_a_short_match_proposes_twice_its_length_alone_and_eight_times_where_two
     assert twice is not None and twice.tokens == run[:16]
 
 
-def test_under_k_auto_a_lookup_proposes_past_a_draft_models_longest_k(gen):
+@pytest.fixture
+def steady(tiny_pair, monkeypatch) -> Generator:
+    """A fresh generator whose K = auto prices with a fixed cost model (a pass of n rows 10 ms +
+    0.1 ms per row, a draft call 1 ms + 1 ms per forward pass) in place of the seconds this host
+    measures: the gate's decisions then do not depend on how busy the machine is."""
+    verify_add, draft_add = autodraft.VerifyCosts.add, autodraft._Running.add
+    monkeypatch.setattr(autodraft.VerifyCosts, "add",
+                        lambda self, rows, _seconds: verify_add(self, rows, 0.010 + 0.0001 * rows))
+    monkeypatch.setattr(autodraft._Running, "add",
+                        lambda self, work, _seconds: draft_add(self, work, 0.001 + 0.001 * work))
+    generator = load_generator(tiny_pair.target, DrafterSpec(draft=tiny_pair.draft), n_ctx=1024)
+    yield generator
+    generator.close()
+
+
+def test_under_k_auto_a_lookup_proposes_past_a_draft_models_longest_k(steady):
+    gen = steady
     prompt = loop_prompt(gen, "Tell me about the wind", 64)
     baseline = reply(gen, prompt, 0, max_tokens=96)
     for kind in ("suffix", "model+suffix"):
