@@ -53,8 +53,8 @@ from spectui.ui.messages import (
 from spectui.ui.pairs import LocalPairCommands, PairCommands
 from spectui.ui.prompt import PromptInput
 from spectui.ui.replies import Replies
-from spectui.ui.stats_panel import StatsPanel, describe_drafter, same_model
-from spectui.ui.workers import EngineWorkers
+from spectui.ui.stats_panel import StatsPanel, describe_drafter
+from spectui.ui.workers import EngineWorkers, close_models
 
 QUEUED = "1 message queued (Escape cancels)"
 
@@ -166,7 +166,7 @@ class SpectuiApp(Lifecycle, Fitting, Controls, Replies, ChatActions, EngineWorke
         self.remove_signal_handlers()
         self.stop_requested.set()
         self.workers.cancel_all()
-        self.session.close(timeout=5.0)
+        close_models(self.session)
         self.store.close()
         self.cancel_watchdog()
 
@@ -270,12 +270,7 @@ class SpectuiApp(Lifecycle, Fitting, Controls, Replies, ChatActions, EngineWorke
         self.mode = self.chat_mode(self.conversation)
         self.sub_title = self.subtitle(self.options)
         self.refresh_settings()
-        from spectui.engine.drafters.model import DraftModelDrafter  # loaded with the models by now
-
-        generator = self.session.generator
-        draft = generator.drafters.get("model") if generator is not None else None
-        self.draft_same_model = (generator is not None and isinstance(draft, DraftModelDrafter)
-                                 and same_model(generator.target, draft.model))
+        self.draft_same_model = message.draft_same_model
         self.refresh_k()
         for note in map(self.options.renamed, message.drafters.notes):
             self.notify(note, severity="warning", timeout=12)

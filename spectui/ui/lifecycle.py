@@ -28,15 +28,16 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from textual.worker import Worker, WorkerCancelled
+
 from spectui import faults
 from spectui.chat.conversation import Conversation
-from spectui.errors import SpectuiError
 from spectui.session.loaded import EngineSession
 from spectui.session.options import ChatOptions
 from spectui.ui.chat_view import AssistantMessage
 from spectui.ui.messages import ReplyPurpose
 from spectui.ui.prompt import PromptInput
-from spectui.ui.workers import ReplyBatcher
+from spectui.ui.workers import LoadedHealth, ReplyBatcher
 
 QUIT_WAIT = 3.0
 """Seconds a quit waits for the reply in progress to stop and hand over its last tokens."""
@@ -78,6 +79,7 @@ class Lifecycle:
         @property
         def prompt(self) -> PromptInput: ...
         async def queue(self, text: str) -> None: ...
+        def check_loaded(self) -> Worker[LoadedHealth]: ...
 
     # ----- quitting ----------------------------------------------------------------------------
 
@@ -194,15 +196,16 @@ class Lifecycle:
     async def reload_first(self, text: str) -> bool:
         """Before sending `text`: when the models must be loaded again (a fault said so, or a
         worker was lost since the last reply), queue it and load them; True when it was queued."""
-        generator = self.session.generator
-        if not self.reload_pending and self.ready and self.busy is None and generator is not None:
+        if not self.reload_pending and self.ready and self.busy is None and self.session.generator is not None:
             try:
-                generator.check_health()
-            except SpectuiError as error:
-                fault = faults.of_error(error, "app")
+                health = await self.check_loaded().wait()
+            except WorkerCancelled:
+                return True  # the app is ending: nothing is sent
+            if health.fault is not None:
+                fault = faults.of_error(health.fault, "app")
                 self.reload_pending = fault.reload
                 await self.note(fault.line, "warning")
-            for name in set(generator.removed_files()) - self.removed_noted:
+            for name in sorted(set(health.removed) - self.removed_noted):
                 self.removed_noted.add(name)
                 await self.note(f"{name} was removed from disk after it was loaded: this chat goes on with the "
                                 "loaded copy, but loading the pair again will not find it", "warning")

@@ -55,6 +55,9 @@ class ModelsLoaded(Message):
     """How prompts are made: `chat`, `completion` (a base model continues the text) or `plain-chat`."""
     sampling: RecommendedSampling = field(default_factory=RecommendedSampling)
     """Where a chat's sampling starts with these models (their GGUF's, else llama.cpp's)."""
+    draft_same_model: bool = False
+    """The draft is the target's model at another precision (read from their GGUF metadata in the
+    worker: the low-acceptance advice differs)."""
 
 
 @dataclass

@@ -1,6 +1,8 @@
-"""The app's thread workers: load + calibrate, generate, pull. Mixed into `SpectuiApp`.
+"""The app's thread workers: load + calibrate, generate, check the loaded models, pull; and the
+close of the models as the app ends. Mixed into `SpectuiApp`.
 
-Every blocking llama.cpp call runs here, never on the UI thread. Each worker checks
+Every engine call (llama.cpp, the engine's file and network checks) runs here, never on the UI
+thread (tests/test_ui_threads.py holds the app to it). Each worker checks
 `get_current_worker().is_cancelled` (Textual sets it on quit, or when an exclusive worker of the
 same group replaces it) and reports only by posting the messages of `spectui.ui.messages`.
 """
@@ -12,8 +14,8 @@ import io
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.message import Message
@@ -44,9 +46,15 @@ from spectui.ui.messages import (
     ReplyPurpose,
     ReplyUpdate,
 )
+from spectui.ui.stats_panel import same_model
+
+if TYPE_CHECKING:
+    from spectui.engine.generator import Generator
 
 UPDATE_INTERVAL = 0.1  # seconds between ReplyUpdate messages: ~10 screen updates a second
 PROGRESS_INTERVAL = 0.1
+CLOSE_WAIT = 5.0
+"""Seconds the app, ending, waits for a reply thread to let go of the models before freeing them."""
 Post = Callable[[Message], object]
 
 
@@ -149,6 +157,36 @@ def tqdm_posting(post: Post, is_cancelled: Callable[[], bool]) -> type[tqdm[Any]
     return UiTqdm
 
 
+@dataclass(frozen=True)
+class LoadedHealth:
+    """What `EngineWorkers.check_loaded` found."""
+
+    fault: SpectuiError | None = None
+    """Why the loaded models cannot serve the next reply (None: they can)."""
+    removed: tuple[str, ...] = ()
+    """Names of loaded model files no longer on disk (the loaded copy still works)."""
+
+
+def draft_is_target_model(generator: Generator) -> bool:
+    """The draft model is the target's own at another precision (GGUF metadata reads: a worker's)."""
+    from spectui.engine.drafters.model import DraftModelDrafter
+
+    draft = generator.drafters.get("model")
+    return isinstance(draft, DraftModelDrafter) and same_model(generator.target, draft.model)
+
+
+def close_models(session: EngineSession, timeout: float = CLOSE_WAIT) -> bool:
+    """Free the loaded models as the app ends, on a thread of its own (llama.cpp's frees are engine
+    calls), waiting up to `timeout` for a reply thread to let go of them and as long again for
+    the frees; False when they were not freed in time (the process ends anyway)."""
+    freed: list[bool] = []
+    closer = threading.Thread(target=lambda: freed.append(session.close(timeout)), name="spectui-close",
+                              daemon=True)
+    closer.start()
+    closer.join(2 * timeout)
+    return freed == [True]
+
+
 class EngineWorkers:
     """Worker methods of the app; the app provides `session`, `post_message` and friends."""
 
@@ -206,7 +244,8 @@ class EngineWorkers:
         assert chat_format is not None
         self.post_message(ModelsLoaded(options.target.name, generator.describe(),
                                        chat_format.description, chat_format.mode,
-                                       recommended_sampling(generator.target.meta)))
+                                       recommended_sampling(generator.target.meta),
+                                       draft_is_target_model(generator)))
         self.post_message(LoadProgress("warming up and measuring the speculation-off baseline", None))
         text = baseline.COMPLETION_PROMPT if chat_format.is_completion else baseline.CALIBRATION_PROMPT
         prompt = self.session.prompt_tokens([ChatMessage("user", text)])
@@ -253,6 +292,21 @@ class EngineWorkers:
             self.post_message(EngineFailed(unexpected(error, "generating the reply"), "reply"))
         finally:
             batcher.done.set()
+
+    @work(thread=True, group="health", exit_on_error=False)
+    def check_loaded(self) -> LoadedHealth:
+        """Before a message is sent to models loaded a while ago: a model file that changed, an
+        RPC worker whose connection closed while idle (`Generator.check_health`), and the loaded
+        files since removed from disk. File and network calls: never on the UI thread."""
+        with self.session.lock:
+            generator = self.session.generator
+            if generator is None:
+                return LoadedHealth()
+            try:
+                generator.check_health()
+            except SpectuiError as error:
+                return LoadedHealth(error, tuple(generator.removed_files()))
+            return LoadedHealth(None, tuple(generator.removed_files()))
 
     @work(thread=True, exclusive=True, group="pull", exit_on_error=False)
     def prepare_pair(self, name: str, pulled: bool) -> None:
