@@ -19,7 +19,7 @@ from spectui.engine import hostcost, sampling, tree
 from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters.base import Budget, Drafter, Feedback, Proposal
 from spectui.engine.events import TokenLogprob
-from spectui.engine.model import LlamaModel
+from spectui.engine.target import StepTarget
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def accept_draft_token(p_d: float, q_d: float, u: float) -> bool:
 
 
 def speculative_step(
-    target: LlamaModel,
+    target: StepTarget,
     drafter: Drafter | None,
     context: Sequence[int],
     budget: Budget,

@@ -41,10 +41,10 @@ import numpy as np
 from spectui.engine import sampling, speculative
 from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters.base import Proposal
-from spectui.engine.model import LlamaModel
+from spectui.engine.target import StepTarget
 
 
-def verify(target: LlamaModel, last: int, proposal: Proposal, cfg: SamplingConfig,
+def verify(target: StepTarget, last: int, proposal: Proposal, cfg: SamplingConfig,
            rng: np.random.Generator) -> tuple[list[int], int]:
     """One target pass over `last` and the tree, the walk, the cache kept for the accepted path.
     Returns the accepted nodes (indices in proposal.tokens, root first) and the target's token."""
