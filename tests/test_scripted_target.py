@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from test_lossless_sampling import chi_square_pvalue
+from test_lossless_sampling import PROCESSED, chi_square_pvalue
 
 from spectui.engine import sampling, speculative
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
@@ -27,6 +27,7 @@ N_VOCAB = 32
 N_STEPS = 4000
 GREEDY = SamplingConfig(temperature=0.0)
 PURE = SamplingConfig(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)
+
 CONTEXT = [3, 7, 11]
 
 
@@ -119,6 +120,31 @@ def test_the_check_catches_a_residual_that_keeps_the_draft(monkeypatch: pytest.M
     target = ScriptedTarget(bigram_script(N_VOCAB, seed=1), N_VOCAB)
     firsts, _ = sampled_first_tokens(target, bigram_script(N_VOCAB, seed=2))
     assert chi_square_pvalue(firsts, sampling.distribution(target.logits(CONTEXT), PURE)) < 1e-6
+
+
+def test_point_mass_proposals_keep_the_processed_distribution() -> None:
+    """Moved from test_drafters_scripted.py's real-target check at T 0.8 with top-k, top-p and
+    min-p (the T 1 check stays there, on llama.cpp's rows): the same proposal (the target's own
+    greedy tokens, q = None), the same steps, the same assertions, on the double."""
+    target = ScriptedTarget(bigram_script(64, seed=6, temperature=0.5), 64)
+    context = [5, 9, 13]
+    proposal = greedy_chain(target, context, 2)
+    drafter = ScriptedDrafter(lambda ctx, k: proposal)
+    target.sync(context[:-1])
+    rng = np.random.default_rng(7)
+    outputs, kinds = [], Counter()
+    for _ in range(N_STEPS):
+        step = speculative.speculative_step(target, drafter, context, FixedBudget(len(proposal)), PROCESSED, rng)
+        outputs.append(step.tokens)
+        kinds["accepted_first"] += step.accepted >= 1
+        kinds["rejected_first"] += step.accepted == 0
+    assert kinds["accepted_first"] > N_STEPS * 0.1 and kinds["rejected_first"] > N_STEPS * 0.1
+    first = [out[0] for out in outputs]
+    p_first = chi_square_pvalue(first, sampling.distribution(target.logits(context), PROCESSED))
+    second = [out[1] for out in outputs if out[0] == proposal[0] and len(out) > 1]
+    p_second = chi_square_pvalue(second, sampling.distribution(target.logits([*context, proposal[0]]), PROCESSED))
+    assert p_first > 0.001, f"first token does not follow the target's distribution (p={p_first:.2g})"
+    assert p_second > 0.001, f"second token does not follow the target's distribution (p={p_second:.2g})"
 
 
 @pytest.mark.parametrize("miss_every", [1, 2, 3, 7])
