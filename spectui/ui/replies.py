@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
+
+from textual.css.query import NoMatches
 
 from spectui import faults
 from spectui.chat.conversation import Conversation
@@ -245,6 +248,10 @@ class Replies:
         return self.reply_widget
 
     async def on_reply_update(self, message: ReplyUpdate) -> None:
+        with suppress(NoMatches):  # a batch that arrives as the app closes finds its widgets gone
+            await self._show_update(message)
+
+    async def _show_update(self, message: ReplyUpdate) -> None:
         widget = self._target_widget(message.purpose)
         if widget is not None:
             await widget.append(message.pieces)
@@ -263,6 +270,10 @@ class Replies:
             self.conversation.save_partial(widget.text, widget.reasoning)
 
     async def on_reply_finished(self, message: ReplyFinished) -> None:
+        with suppress(NoMatches):  # the end of a reply that arrives as the app closes: quitting saved it
+            await self._show_finished(message)
+
+    async def _show_finished(self, message: ReplyFinished) -> None:
         finished = message.finished
         figures = finished.figures
         if message.speculation_off or finished.stats.probe_tokens:
