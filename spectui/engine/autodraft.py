@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import TYPE_CHECKING
 
+from spectui.engine.drafters.base import BudgetDefaults
 from spectui.engine.draftplan import Calibration, DraftPlan
 from spectui.limits import MAX_DRAFT, MAX_LOOKUP_DRAFT
 
@@ -190,7 +191,7 @@ class VerifyCosts:
         return self._medians
 
 
-class AutoDraft:
+class AutoDraft(BudgetDefaults):
     """Online estimates per drafter and for the target's verify pass; a `Budget` for the step."""
 
     def __init__(self, max_k: int = MAX_DRAFT, verify: VerifyCosts | None = None, max_leaves: int = 1) -> None:
@@ -270,6 +271,19 @@ class AutoDraft:
             return DEFAULT_P_MIN
         unit_cost = figures.cost.coefficients()[1] / self.verify_cost(1)
         return min(max(unit_cost / max(figures.calibration, 1e-3), 0.02), 0.95)
+
+    def row_cost(self, rows: int) -> float | None:
+        """A verify pass over `rows` rows, in plain one-row passes; None before one is measured."""
+        try:
+            return self.verify_cost(rows) / self.verify_cost(1)
+        except (ValueError, ZeroDivisionError):  # nothing measured yet
+            return None
+
+    def best_speedup(self, source: str) -> float | None:
+        """The best `expected_speedup` of `source` at any K up to `max_k`; None before it is measured."""
+        if not self.of(source).measured:
+            return None
+        return max(self.expected_speedup(source, k) for k in range(1, self.max_k + 1))
 
     # ----- the model ------------------------------------------------------------------------
 

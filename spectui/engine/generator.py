@@ -227,7 +227,7 @@ class _Reply:
             context.extend(step.tokens)
             source = step.proposal.source
             pieces, reason, emitted = self._accept(step.tokens, step.accepted, source or TARGET)
-            k = budget.given.get(source, max(budget.given.values(), default=0))
+            k = budget.given_to(source)
             laps.lap("bookkeeping")
             host = step.host + laps.cost() + hostcost.HostCost(bookkeeping=tail)
             cycle = CycleStats(k, step.drafted, step.accepted, emitted,

@@ -17,7 +17,7 @@ measured (`spectui.engine.autodraft`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -112,7 +112,13 @@ class Feedback:
 
 
 class Budget(Protocol):
-    """How much each drafter may propose this cycle."""
+    """How much each drafter may propose this cycle: every question a drafter may ask of it.
+
+    Every budget answers `k`, `p_min` and `limit`. The rest only some budgets have an answer to
+    (K = auto's plan and measurements, a chain's view of its members); `BudgetDefaults` gives
+    the answer of a budget that has none, and a wrapper (`BudgetView`) passes each question on
+    to the budget it wraps unless it changes the answer.
+    """
 
     def k(self, source: str) -> int:
         """The most tokens drafter `source` may propose (0: it must not propose)."""
@@ -125,9 +131,52 @@ class Budget(Protocol):
         ceiling. A drafter that weighs each proposal itself (the lookups) asks this instead of
         `k`, K = auto's pick from its averages."""
 
+    def plan(self, source: str) -> DraftPlan | None:
+        """K = auto's plan for a drafter that prices each token by its own confidence
+        (draftplan.py), asked after `k` in the same cycle; None: draft up to `k` tokens."""
+
+    @property
+    def fallback(self) -> str:
+        """The `source` of the drafter that proposes if this one does not (a chain's next
+        member, `chain.AheadOf`); "" when none does. A lookup weighs its proposal against it."""
+
+    def hands_over(self, context: Sequence[int], drafted: Sequence[int]) -> bool:
+        """Asked by a drafter that runs a network after each token it drafts (`drafted`, after
+        `context`): True when a lookup ahead of it in a chain would propose from there
+        (`chain.Behind`). It then stops, and the lookup proposes the rest next cycle for free."""
+
+    def row_cost(self, rows: int) -> float | None:
+        """K = auto's measured cost of a target pass over `rows` rows, in plain one-row passes;
+        None before anything is measured, or with a fixed K (the lookups' gate, lookup_gate.py)."""
+
+    def best_speedup(self, source: str) -> float | None:
+        """K = auto's best expected speed-up of drafter `source` at any K it may pick; None before
+        it has measured `source`, or with a fixed K (a lookup ahead of that drafter must beat it)."""
+
+
+class BudgetDefaults:
+    """The answers of a budget that has nothing to say beyond its K: no plan, no chain around
+    it, nothing measured. A budget inherits these and overrides what it knows."""
+
+    def plan(self, source: str) -> DraftPlan | None:
+        return None
+
+    @property
+    def fallback(self) -> str:
+        return ""
+
+    def hands_over(self, context: Sequence[int], drafted: Sequence[int]) -> bool:
+        return False
+
+    def row_cost(self, rows: int) -> float | None:
+        return None
+
+    def best_speedup(self, source: str) -> float | None:
+        return None
+
 
 @dataclass(frozen=True)
-class FixedBudget:
+class FixedBudget(BudgetDefaults):
     """The same K for every drafter, and no early stop: what `-k N` asks for."""
 
     fixed_k: int
@@ -142,45 +191,69 @@ class FixedBudget:
         return self.fixed_k
 
 
-@dataclass
-class CappedBudget:
-    """Another budget, never more than `cap` tokens (max_tokens left, context room, rollback);
-    it remembers what it gave each drafter this cycle (the cycle's K in the stats)."""
+@dataclass(frozen=True)
+class BudgetView:
+    """Another budget seen through a wrapper: every question passed on to `inner`. A wrapper
+    subclasses this and overrides what it changes (`CappedBudget`, `chain.AheadOf`, `chain.Behind`)."""
 
     inner: Budget
+
+    def k(self, source: str) -> int:
+        return self.inner.k(source)
+
+    def p_min(self, source: str) -> float:
+        return self.inner.p_min(source)
+
+    def limit(self, source: str) -> int:
+        return self.inner.limit(source)
+
+    def plan(self, source: str) -> DraftPlan | None:
+        return self.inner.plan(source)
+
+    @property
+    def fallback(self) -> str:
+        return self.inner.fallback
+
+    def hands_over(self, context: Sequence[int], drafted: Sequence[int]) -> bool:
+        return self.inner.hands_over(context, drafted)
+
+    def row_cost(self, rows: int) -> float | None:
+        return self.inner.row_cost(rows)
+
+    def best_speedup(self, source: str) -> float | None:
+        return self.inner.best_speedup(source)
+
+
+@dataclass(frozen=True)
+class CappedBudget(BudgetView):
+    """The cycle's budget, as the generator sets it: the user's K or K = auto (`inner`), never
+    more than `cap` tokens (max_tokens left, context room, rollback, the drafter's max K).
+
+    It notes what it gave each drafter (`given`), which the generator reads back after the step
+    as the cycle's K in the stats (`given_to`)."""
+
     cap: int
     given: dict[str, int] = field(default_factory=dict)
+    """Drafter `source` -> the K (or ceiling) it was given this cycle, the last it asked for."""
 
     def k(self, source: str) -> int:
         self.given[source] = max(0, min(self.inner.k(source), self.cap))
         return self.given[source]
-
-    def p_min(self, source: str) -> float:
-        return self.inner.p_min(source)
 
     def limit(self, source: str) -> int:
         self.given[source] = max(0, min(self.inner.limit(source), self.cap))
         return self.given[source]
 
     def plan(self, source: str) -> DraftPlan | None:
-        wanted = draft_plan(self.inner, source)
+        wanted = self.inner.plan(source)
         if wanted is None:
             return None
         return replace(wanted, max_tokens=min(wanted.max_tokens, self.cap), max_nodes=min(wanted.max_nodes, self.cap))
 
-
-def draft_plan(budget: Budget, source: str) -> DraftPlan | None:
-    """K = auto's plan for a drafter that prices each token by its own confidence (draftplan.py),
-    asked after `budget.k`; None from a budget without plans (a fixed K drafts k tokens)."""
-    plan = getattr(budget, "plan", None)
-    return plan(source) if plan is not None else None
-
-
-def hand_over(budget: Budget) -> Callable[[Sequence[int]], bool] | None:
-    """For a drafter that runs a network behind a lookup (`chain.Behind`): a question to ask
-    after each drafted token, "would the lookup propose after this context?"; None elsewhere.
-    On yes the drafter stops, and the lookup proposes the rest next cycle for free."""
-    return getattr(budget, "hands_over", None)
+    def given_to(self, source: str) -> int:
+        """The K this cycle gave drafter `source`; when it asked for none (no drafter proposed),
+        the most it gave any drafter."""
+        return self.given.get(source, max(self.given.values(), default=0))
 
 
 class Drafter(Protocol):

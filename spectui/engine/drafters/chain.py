@@ -7,7 +7,7 @@ through `AheadOf`, which names that fallback: a lookup then proposes only what b
 (`lookup_gate.min_score`).
 
 A member behind a lookup sees its budget through `Behind`: after each token it drafts it asks
-`hands_over(context + drafted)`, and stops when the lookup would propose from there. Text that
+`hands_over(context, drafted)`, and stops when the lookup would propose from there. Text that
 repeats with a few words changed ("Week 3 / Wednesday: 100m, 100m, ...") then goes: the draft
 model drafts the changed words, the lookup proposes the repeated rest in the next cycle for
 free, instead of the draft model paying a forward pass for every repeated token.
@@ -22,35 +22,20 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import Budget, Drafter, Feedback, Proposal, draft_plan
-from spectui.engine.draftplan import DraftPlan
+from spectui.engine.drafters.base import Budget, BudgetView, Drafter, Feedback, Proposal
 
 
 @dataclass(frozen=True)
-class _ChainView:
-    """The chain's budget as one member sees it: the same K, early stop and ceiling."""
+class AheadOf(BudgetView):
+    """The view of a member that is not last: the chain's budget, plus which drafter proposes
+    if this one does not."""
 
-    inner: Budget
-
-    def k(self, source: str) -> int:
-        return self.inner.k(source)
-
-    def p_min(self, source: str) -> float:
-        return self.inner.p_min(source)
-
-    def limit(self, source: str) -> int:
-        return self.inner.limit(source)
-
-    def plan(self, source: str) -> DraftPlan | None:
-        return draft_plan(self.inner, source)
-
-
-@dataclass(frozen=True)
-class AheadOf(_ChainView):
-    """The view of a member that is not last: plus which drafter proposes if this one does not."""
-
-    fallback: str
+    next_source: str
     """The `source` of the next member."""
+
+    @property
+    def fallback(self) -> str:
+        return self.next_source
 
 
 @runtime_checkable
@@ -61,7 +46,7 @@ class Lookup(Protocol):
 
 
 @dataclass(frozen=True)
-class Behind(_ChainView):
+class Behind(BudgetView):
     """The view of a member behind lookups: plus a question to ask after each drafted token:
     would a lookup ahead take over from here?"""
 
@@ -70,11 +55,12 @@ class Behind(_ChainView):
     """This member's `source` (the lookups' fallback)."""
     cfg: SamplingConfig
 
-    def hands_over(self, context: Sequence[int]) -> bool:
-        """True when a lookup ahead would propose after `context` (the context and what this
-        member drafted so far): stop drafting, the lookup goes on next cycle."""
+    def hands_over(self, context: Sequence[int], drafted: Sequence[int]) -> bool:
+        """True when a lookup ahead would propose after `context` and what this member drafted
+        so far: stop drafting, the lookup goes on next cycle."""
         ahead = AheadOf(self.inner, self.me)
-        return any(lookup.would_propose(context, ahead, self.cfg) for lookup in self.ahead)
+        grown = [*context, *drafted]
+        return any(lookup.would_propose(grown, ahead, self.cfg) for lookup in self.ahead)
 
 
 class ChainDrafter:

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import Budget, Feedback, Proposal, hand_over
+from spectui.engine.drafters.base import Budget, Feedback, Proposal
 from spectui.engine.drafters.feature_head import FeatureHeadContext, load_head, not_this_head
 from spectui.engine.drafters.model import choose
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
@@ -119,7 +119,6 @@ class DFlashDrafter:
         self.head.decode(block, output="all")
         proposal.work += 1
         self.head_passes += 1
-        hands_over = hand_over(budget)
         for i in range(1, k + 1):
             token, dist, confidence = choose(self.head.logits(i), cfg, rng, p_min)
             if confidence < p_min:
@@ -127,7 +126,7 @@ class DFlashDrafter:
             proposal.add(token, dist, confidence)
             if self.target.is_eog(token):
                 break
-            if hands_over is not None and hands_over([*context, *proposal.tokens]):
+            if budget.hands_over(context, proposal.tokens):
                 break  # the lookup ahead takes it from here next cycle, for free
         return proposal
 

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import Budget, Feedback, Proposal, hand_over
+from spectui.engine.drafters.base import Budget, Feedback, Proposal
 from spectui.engine.drafters.feature_head import FeatureHeadContext, load_head, not_this_head
 from spectui.engine.drafters.model import choose
 from spectui.engine.drafters.mtp_context import HiddenRows
@@ -141,7 +141,6 @@ class Eagle3Drafter:
         proposal.caught_up = max(0, read - self._kept_rows)
         self.head.drop_from(n - 1)  # earlier drafts
         token, pos, row = context[-1], n - 1, g_last
-        hands_over = hand_over(budget)
         while True:
             self.head.decode([(pos, token, row)], output="last")
             proposal.work += 1
@@ -153,7 +152,7 @@ class Eagle3Drafter:
             proposal.add(token, dist, confidence)
             if len(proposal.tokens) == k or self.target.is_eog(token):
                 break
-            if hands_over is not None and hands_over([*context, *proposal.tokens]):
+            if budget.hands_over(context, proposal.tokens):
                 break  # the lookup ahead takes it from here next cycle, for free
             pos += 1
         return proposal

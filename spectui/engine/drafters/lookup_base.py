@@ -126,8 +126,7 @@ class LookupDrafter:
             return 0
         p_min = budget.p_min(self.source) if cfg.greedy else 0.0
         n = lookup_gate.trim(estimates[:k], self.min_token_prob, p_min)
-        fallback = getattr(budget, "fallback", "")  # set by a chain (`chain.AheadOf`)
-        if n == 0 or sum(estimates[:n]) < lookup_gate.min_score(budget, n + 1, fallback, k):
+        if n == 0 or sum(estimates[:n]) < lookup_gate.min_score(budget, n + 1, budget.fallback, k):
             return 0
         return n
 

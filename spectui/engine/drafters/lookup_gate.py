@@ -14,7 +14,7 @@ alternative would give:
 * ahead of a draft model, the alternative is the model's proposal: propose when
   (1 + score) / v(n+1) >= the model's expected speed-up, i.e. score >= s_model·v(n+1)/v(1) - 1.
 
-v and s_model come from K = auto's measurements (`AutoDraft.verify_cost`, `expected_speedup`)
+v and s_model come from K = auto's measurements (`Budget.row_cost`, `Budget.best_speedup`)
 once it has them; with a fixed K, or before anything is measured, from fixed thresholds set from
 acceptance counts on the demo pair (`ALONE_MIN_SCORE`, `CHAINED_MIN_SCORE`).
 
@@ -33,7 +33,6 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
-from spectui.engine.autodraft import AutoDraft
 from spectui.engine.drafters.base import Budget
 
 ALONE_MIN_SCORE = 0.5
@@ -137,25 +136,13 @@ def min_score(budget: Budget, rows: int, fallback: str, k: int) -> float:
     """The expected accepted tokens a proposal of `rows - 1` tokens must promise to pay off.
 
     `fallback` names the drafter that proposes when this one does not ("" when alone); `k` is
-    the most this lookup may propose this cycle.
+    the most this lookup may propose this cycle. K = auto's figures come from `budget`
+    (`Budget.row_cost`, `Budget.best_speedup`); a fixed K has none.
     """
-    auto = _auto_draft(budget)
-    try:
-        extra_rows = auto.verify_cost(rows) / auto.verify_cost(1) if auto is not None else None
-    except (ValueError, ZeroDivisionError):  # nothing measured yet
-        extra_rows = None
+    extra_rows = budget.row_cost(rows)
     if fallback:
-        if extra_rows is None or auto is None or not auto.of(fallback).measured:
+        speedup = budget.best_speedup(fallback) if extra_rows is not None else None
+        if extra_rows is None or speedup is None:
             return min(CHAINED_MIN_SCORE, CHAINED_MIN_FRACTION * k)
-        speedup = max(auto.expected_speedup(fallback, n) for n in range(1, auto.max_k + 1))
         return max(speedup, 1.0) * extra_rows - 1.0
     return ALONE_MIN_SCORE if extra_rows is None else extra_rows - 1.0
-
-
-def _auto_draft(budget: object) -> AutoDraft | None:
-    """K = auto's estimates behind `budget` (through `CappedBudget` and chain wrappers), if any."""
-    for _ in range(8):
-        if isinstance(budget, AutoDraft) or budget is None:
-            return budget
-        budget = getattr(budget, "inner", None)
-    return None

@@ -14,7 +14,7 @@ import numpy as np
 
 from spectui.engine import sampling
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import Budget, Feedback, Proposal, draft_plan, hand_over
+from spectui.engine.drafters.base import Budget, Feedback, Proposal
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
 from spectui.engine.draftplan import Candidate, Planner
 from spectui.engine.model import LlamaModel
@@ -72,7 +72,7 @@ class DraftModelDrafter:
         if k <= 0:
             return proposal
         p_min = budget.p_min(SOURCE)
-        plan = draft_plan(budget, SOURCE)
+        plan = budget.plan(SOURCE)
         # With a plan, candidates beside each token where they pay; when sampling, each token is
         # also priced by its own confidence (at T = 0 the tuned early stop, p_min, stays).
         planner = Planner(plan, price_chain=not cfg.greedy) if plan is not None else None
@@ -84,7 +84,6 @@ class DraftModelDrafter:
         logits = self.model.catch_up(context)
         proposal.work = 1
         proposal.calibrated = planner is not None
-        hands_over = hand_over(budget)
         while True:
             if planner is not None and cfg.greedy:  # the confidence's distribution, computed once
                 q = sampling.distribution(logits, GREEDY_CONFIDENCE)
@@ -102,7 +101,7 @@ class DraftModelDrafter:
             proposal.add(token, dist, confidence)
             if len(proposal.tokens) == k or self.model.is_eog(token):
                 break
-            if hands_over is not None and hands_over([*context, *proposal.tokens]):
+            if budget.hands_over(context, proposal.tokens):
                 break  # the lookup ahead takes it from here next cycle, for free
             if planner is not None and not planner.go_on():
                 break  # another pass would not pay for itself

@@ -46,7 +46,7 @@ import numpy as np
 
 from spectui.engine.archs import MTP_ASSISTANT_ARCHS, MTP_HEAD_ARCHS
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import Budget, Feedback, Proposal, hand_over
+from spectui.engine.drafters.base import Budget, Feedback, Proposal
 from spectui.engine.drafters.model import choose
 from spectui.engine.drafters.mtp_context import HeadContext, HiddenRows, missing_support
 from spectui.engine.drafters.spec import AUTO_KIND, BuildContext, DrafterSpec, TargetOptions
@@ -140,7 +140,6 @@ class MtpDrafter:
         else:
             self.head.drop_from(n)  # earlier drafts and rejected rows
         token, pos, row = context[-1], n, self.rows.get(n - 1)
-        hands_over = hand_over(budget)
         while True:
             self.head.run([(pos, token, row)], output_last=True)
             proposal.work += 1
@@ -152,7 +151,7 @@ class MtpDrafter:
             proposal.add(token, dist, confidence)
             if len(proposal.tokens) == k or self.target.is_eog(token):
                 break
-            if hands_over is not None and hands_over([*context, *proposal.tokens]):
+            if budget.hands_over(context, proposal.tokens):
                 break  # the lookup ahead takes it from here next cycle, for free
             pos = n if self.head.shares_target_cache else pos + 1
         return proposal
