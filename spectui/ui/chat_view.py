@@ -22,24 +22,25 @@ from textual.widget import Widget
 from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownStream
 
+from spectui.engine.drafters import colour_of
 from spectui.engine.events import TARGET
 from spectui.safe_text import block
 from spectui.session.figures import ReplyFigures
 from spectui.session.reply import ReplyPiece
 from spectui.ui.thinking import ThinkingBlock, pieces_text
 
-ORIGIN_STYLES = {"model": "green", "ngram": "cyan", "suffix": "cyan", "mtp": "magenta", "eagle3": "magenta",
-                 "dflash": "magenta"}
-"""Colour of tokens accepted from each drafter; the target's own tokens keep the default."""
 OTHER_DRAFTER_STYLE = "green"
+"""Colour of tokens accepted from a drafter that is not a registered kind (a test's scripted one)."""
 Piece = tuple[str, str]
 """(text, origin): origin is `target` or the drafter whose proposal the target accepted."""
 
 
 def origin_style(origin: str) -> str:
+    """Colour of tokens accepted from drafter `origin`, as its kind declares (`KINDS`); the
+    target's own tokens keep the default."""
     if origin == TARGET:
         return ""
-    return ORIGIN_STYLES.get(origin, OTHER_DRAFTER_STYLE)
+    return colour_of(origin) or OTHER_DRAFTER_STYLE
 
 
 def leading_blank(text: str) -> int:

@@ -20,12 +20,12 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Label, Sparkline, Static
 
+from spectui.engine import drafters as registry
 from spectui.engine.config import DraftControl
 from spectui.engine.drafters.spec import DrafterInfo
 from spectui.engine.events import CycleStats, GenerationStats
 from spectui.safe_text import line
 from spectui.session.baseline import Baseline
-from spectui.ui.chat_view import ORIGIN_STYLES
 
 HIDDEN = "(hidden)"
 PERCENT = re.compile(r"\d+(?:\.\d+)?%")
@@ -259,14 +259,11 @@ class StatsPanel(Vertical):
         self.query_one("#legend", Static).update(legend_text() if colouring else Text())
 
 
-LEGEND = (("model", "draft model"), ("ngram", "lookup (n-gram, suffix)"), ("mtp", "heads (MTP, EAGLE-3, DFlash)"))
-"""Which drafter each colour stands for (`chat_view.ORIGIN_STYLES`), in the legend's words."""
-
-
 def legend_text() -> Text:
-    """One swatch per origin: tokens accepted from each kind of drafter, and the target's own."""
+    """One swatch per family of drafters (`registry.legend`, from each kind's colour), and the
+    target's own tokens."""
     legend = Text("accepted from: ")
-    for origin, words in LEGEND:
-        legend.append(f"■ {words}  ", style=ORIGIN_STYLES[origin])
+    for colour, words in registry.legend():
+        legend.append(f"■ {words}  ", style=colour)
     legend.append("■ the target's own", style="default")
     return legend

@@ -9,7 +9,8 @@ chain of registered kinds, cheapest first.
 Adding a kind: write `spectui/engine/drafters/<kind>.py` with a drafter class (see `base.Drafter`)
 and a `build(spec, ctx)` function (optionally `unavailable(spec, ctx)`, and `target_options(spec,
 target_path)` when the target must be loaded differently), then add one `DrafterKind(...)` line to
-`KINDS` below saying what it needs. Nothing else needs to know.
+`KINDS` below: everything about the kind (its name, label, colour in the app, max K, what it needs
+to load). Nothing else needs to know (docs/ARCHITECTURE.md, "Adding a drafter kind").
 """
 
 from __future__ import annotations
@@ -20,26 +21,37 @@ from typing import TYPE_CHECKING
 
 from spectui.engine.drafters.spec import AUTO_KIND, NONE_KIND, BuildContext, DrafterKind, DrafterSpec, TargetOptions
 from spectui.errors import SpectuiError
+from spectui.limits import MAX_DRAFT, MAX_LOOKUP_DRAFT
 
 if TYPE_CHECKING:
     from spectui.engine.drafters.base import Drafter
 
 __all__ = ["AUTO_KIND", "KINDS", "NONE_KIND", "BuildContext", "DrafterKind", "DrafterSpec", "build_drafters",
-           "check_spec", "default_kind", "offered_kinds", "target_options"]
+           "check_spec", "colour_of", "default_kind", "legend", "offered_kinds", "target_options"]
 
 KINDS: Mapping[str, DrafterKind] = {kind.name: kind for kind in (
     DrafterKind("model", "a draft model: a smaller GGUF with the target's tokenizer (--draft)",
-                needs_draft_file=True, rank=2, module="model"),
+                label="draft model", colour="green", family="draft model", max_k=MAX_DRAFT,
+                needs="draft model", rank=2, module="model"),
     DrafterKind("mtp", "MTP heads: the target's own multi-token-prediction layers, or a Gemma 4 "
-                "assistant sidecar (--draft mtp-*.gguf)", needs_draft_file=False, rank=1, module="mtp"),
+                "assistant sidecar (--draft mtp-*.gguf)",
+                label="MTP heads", colour="magenta", family="heads", max_k=MAX_DRAFT,
+                needs="nothing", rank=1, module="mtp"),
     DrafterKind("eagle3", "an EAGLE-3 head: one layer that drafts from the target's hidden states "
-                "(--draft HEAD.gguf, arch eagle3)", needs_draft_file=True, rank=1, module="eagle3"),
+                "(--draft HEAD.gguf, arch eagle3)",
+                label="EAGLE-3 head", colour="magenta", family="heads", max_k=MAX_DRAFT,
+                needs="head", rank=1, module="eagle3"),
     DrafterKind("dflash", "a DFlash head: drafts a whole block in one pass from the target's hidden states "
-                "(--draft HEAD.gguf, arch dflash)", needs_draft_file=True, rank=1, module="dflash"),
+                "(--draft HEAD.gguf, arch dflash)",
+                label="DFlash head", colour="magenta", family="heads", max_k=MAX_DRAFT,
+                needs="head", rank=1, module="dflash"),
     DrafterKind("ngram", "prompt lookup: what followed the last few tokens earlier in the chat (free, no draft)",
-                needs_draft_file=False, rank=0, module="ngram"),
+                label="n-gram lookup", colour="cyan", family="lookup", max_k=MAX_LOOKUP_DRAFT,
+                needs="nothing", rank=0, module="ngram"),
     DrafterKind("suffix", "suffix decoding: the likeliest continuation from this chat and your past chats "
-                "(free, no draft)", needs_draft_file=False, rank=0, module="suffix"),
+                "(free, no draft)",
+                label="suffix lookup", colour="cyan", family="lookup", max_k=MAX_LOOKUP_DRAFT,
+                needs="nothing", rank=0, module="suffix"),
 )}
 DEFAULT_ORDER = ("mtp", "eagle3", "dflash", "model+suffix", "model", "suffix")
 """What `auto` picks, best first (from the measurements in docs/BENCHMARKS.md). MTP heads come
@@ -62,9 +74,10 @@ def check_spec(spec: DrafterSpec) -> None:
             raise SpectuiError(
                 f"unknown drafter {member!r}; choose one of {', '.join(kind_names())}"
             )
-    needs_file = [m for m in spec.members if KINDS[m].needs_draft_file]
+    needs_file = [KINDS[m] for m in spec.members if KINDS[m].needs_draft_file]
     if needs_file and spec.draft is None:
-        what = "a draft model" if "model" in needs_file else f"its {needs_file[0]} head GGUF"
+        model = any(kind.needs == "draft model" for kind in needs_file)
+        what = "a draft model" if model else f"its {needs_file[0].name} head GGUF"
         raise SpectuiError(f"--drafter {spec.kind} needs {what}: add --draft PATH (or name a pair)")
 
 
@@ -125,3 +138,20 @@ def offered_kinds(available: Iterable[str]) -> list[str]:
 def chain_order(kind: str) -> list[str]:
     """The members of a kind in the order a chain runs them: cheapest first."""
     return sorted(kind.split("+"), key=lambda name: KINDS[name].rank)
+
+
+def colour_of(source: str) -> str | None:
+    """The app's colour for tokens accepted from drafter `source` (None: not a registered kind)."""
+    kind = KINDS.get(source)
+    return kind.colour if kind is not None else None
+
+
+def legend() -> list[tuple[str, str]]:
+    """(colour, words) per family of kinds, in `KINDS` order: "draft model", "lookup (n-gram,
+    suffix)" (each kind named by its label's first word when the family has several)."""
+    families: dict[tuple[str, str], list[str]] = {}
+    for kind in KINDS.values():
+        families.setdefault((kind.family, kind.colour), []).append(kind.label.split()[0])
+    return [(colour, family if len(names) == 1 else f"{family} ({', '.join(names)})")
+            for (family, colour), names in families.items()]
+

@@ -40,6 +40,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from spectui.engine.config import SamplingConfig
+from spectui.engine.drafters import KINDS
 from spectui.engine.drafters.base import Budget, Feedback, Proposal
 from spectui.engine.drafters.feature_head import FeatureHeadContext, load_head, not_this_head
 from spectui.engine.drafters.model import choose
@@ -47,9 +48,9 @@ from spectui.engine.drafters.spec import BuildContext, DrafterSpec
 from spectui.engine.drafters.taps import FeatureTaps
 from spectui.engine.heads import HeadFacts
 from spectui.engine.model import LlamaModel
-from spectui.limits import MAX_DRAFT
 
 SOURCE = "dflash"
+KIND = KINDS[SOURCE]
 FLUSH_ROWS = 32
 """Queued feature rows injected as soon as there are this many; fewer wait for the next draft."""
 
@@ -66,9 +67,9 @@ class DFlashDrafter:
         self.head = head
         self.taps = taps
         self.mask = int(facts.mask_token or 0)
-        self.max_k = max(1, min(MAX_DRAFT, facts.max_draft))
+        self.max_k = max(1, min(KIND.max_k, facts.max_draft))
         """One block: block_size - 1 tokens after `last`."""
-        self.label = f"DFlash head {model.path.name}"
+        self.label = f"{KIND.label} {model.path.name}"
         self.queue: list[tuple[int, np.ndarray]] = []
         """(p, f_p): the target's tapped rows at p, not yet injected into the head's cache."""
         self.head_passes = 0

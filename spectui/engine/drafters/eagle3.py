@@ -42,6 +42,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from spectui.engine.config import SamplingConfig
+from spectui.engine.drafters import KINDS
 from spectui.engine.drafters.base import Budget, Feedback, Proposal
 from spectui.engine.drafters.feature_head import FeatureHeadContext, load_head, not_this_head
 from spectui.engine.drafters.model import choose
@@ -49,9 +50,9 @@ from spectui.engine.drafters.mtp_context import HiddenRows
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
 from spectui.engine.drafters.taps import FeatureTaps
 from spectui.engine.model import LlamaModel
-from spectui.limits import MAX_DRAFT
 
 SOURCE = "eagle3"
+KIND = KINDS[SOURCE]
 FLUSH_ROWS = 32
 """Queued target tokens read into the head as soon as there are this many (a prompt, or a stretch
 with another drafter); fewer wait for the next draft."""
@@ -63,7 +64,7 @@ class Eagle3Drafter:
     """Proposes tokens from an EAGLE-3 head's own distribution q, reading the target's features."""
 
     source = SOURCE
-    max_k = MAX_DRAFT
+    max_k = KIND.max_k
     """The head chains on its own state with no fixed limit; K = auto finds where it stops paying."""
 
     def __init__(self, target: LlamaModel, model: LlamaModel, head: FeatureHeadContext, taps: FeatureTaps) -> None:
@@ -71,7 +72,7 @@ class Eagle3Drafter:
         self.model = model
         self.head = head
         self.taps = taps
-        self.label = f"EAGLE-3 head {model.path.name}"
+        self.label = f"{KIND.label} {model.path.name}"
         self.rows = HiddenRows(taps.width, ROW_WINDOW)
         """f_p: the target's tapped rows by position (encoded only when a pair needs them)."""
         self.queue: list[tuple[int, int]] = []

@@ -14,15 +14,16 @@ import numpy as np
 
 from spectui.engine import sampling
 from spectui.engine.config import SamplingConfig
+from spectui.engine.drafters import KINDS
 from spectui.engine.drafters.base import Budget, Feedback, Proposal
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
 from spectui.engine.draftplan import Candidate, Planner
 from spectui.engine.model import LlamaModel
 from spectui.engine.sampling import Dist
 from spectui.errors import UnsupportedModelError
-from spectui.limits import MAX_DRAFT
 
 SOURCE = "model"
+KIND = KINDS[SOURCE]
 # How llama.cpp's draft measures its confidence when drafting greedily: softmax over its top 10.
 GREEDY_CONFIDENCE = SamplingConfig(temperature=1.0, top_k=10, top_p=1.0, min_p=0.0)
 
@@ -51,11 +52,11 @@ class DraftModelDrafter:
     """Proposes tokens from a small draft model's own distribution q."""
 
     source = SOURCE
-    max_k = MAX_DRAFT
+    max_k = KIND.max_k
 
     def __init__(self, model: LlamaModel) -> None:
         self.model = model
-        self.label = f"draft model {model.path.name}"
+        self.label = f"{KIND.label} {model.path.name}"
         self._stand_in = known_stand_in(model)
         self.q_temperature: float | None = None
         """When sampling, draw from the draft's distribution at this temperature instead of the

@@ -46,15 +46,16 @@ import numpy as np
 
 from spectui.engine.archs import MTP_ASSISTANT_ARCHS, MTP_HEAD_ARCHS
 from spectui.engine.config import SamplingConfig
+from spectui.engine.drafters import KINDS
 from spectui.engine.drafters.base import Budget, Feedback, Proposal
 from spectui.engine.drafters.model import choose
 from spectui.engine.drafters.mtp_context import HeadContext, HiddenRows, missing_support
 from spectui.engine.drafters.spec import AUTO_KIND, BuildContext, DrafterSpec, TargetOptions
 from spectui.engine.model import LlamaModel
 from spectui.errors import IncompatibleDraftError
-from spectui.limits import MAX_DRAFT
 
 SOURCE = "mtp"
+KIND = KINDS[SOURCE]
 FLUSH_ROWS = 32
 """Queued target tokens read into the head's cache as soon as there are this many (a prompt, or
 a stretch with speculation off); fewer wait for the next draft."""
@@ -66,7 +67,7 @@ class MtpDrafter:
     """Proposes tokens from an MTP head's own distribution q, reading the target's hidden rows."""
 
     source = SOURCE
-    max_k = MAX_DRAFT
+    max_k = KIND.max_k
     """A single head chains on its own hidden row with no fixed limit (llama.cpp's single-head
     mode); K = auto finds where its acceptance stops paying."""
 
@@ -262,5 +263,5 @@ def build(spec: DrafterSpec, ctx: BuildContext) -> MtpDrafter:
         if sidecar is not None:
             sidecar.close()
         raise
-    label = f"MTP assistant {spec.draft.name}" if spec.draft else "MTP heads"
+    label = f"MTP assistant {spec.draft.name}" if spec.draft else KIND.label
     return MtpDrafter(target, head, label, sidecar)

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from spectui.engine.drafters import KINDS
 from spectui.engine.drafters.lookup_base import Candidate, LookupDrafter
 from spectui.engine.drafters.lookup_gate import MIN_TOKEN_PROB
 from spectui.engine.drafters.ngram_lookup import PromptLookup
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
 
 SOURCE = "ngram"
+KIND = KINDS[SOURCE]
 MIN_NGRAM, MAX_NGRAM = 2, 5
 
 
@@ -33,7 +35,8 @@ class NgramDrafter(LookupDrafter):
     """Proposes the continuation of the most recent earlier occurrence of the context's end."""
 
     source = SOURCE
-    label = "n-gram lookup"
+    label = KIND.label
+    max_k = KIND.max_k
 
     def __init__(self, lookup: PromptLookup | None = None, *, gated: bool = True,
                  min_token_prob: float = MIN_TOKEN_PROB) -> None:

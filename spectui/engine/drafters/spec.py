@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 if TYPE_CHECKING:
     from spectui.engine.drafters.base import Drafter
@@ -61,9 +61,16 @@ class BuildContext:
     cleanup: list[Drafter] = field(default_factory=list)
 
 
+Needs = Literal["nothing", "draft model", "head"]
+"""What a kind needs to load beside the target: nothing (it may still take an optional file, as
+MTP takes an assistant sidecar), a draft model (a smaller GGUF with the target's tokenizer), or a
+head (a GGUF that drafts from the target's hidden states); both given as `--draft PATH`."""
+
+
 @dataclass(frozen=True)
 class DrafterKind:
-    """A registered kind: what it is, what it needs, and the module that builds it.
+    """A registered kind: everything about it in one place (the line in `KINDS`), and the module
+    that builds it.
 
     The module (in this package) defines `build(spec, ctx) -> Drafter` and may define
     `unavailable(spec, ctx) -> str | None` (why these models cannot run it) and
@@ -73,19 +80,41 @@ class DrafterKind:
     """
 
     name: str
+    """What `--drafter`, the stats and K = auto call it: its drafters' `source`."""
     summary: str
     """One line for `--help` and the UI."""
-    needs_draft_file: bool
+    label: str
+    """What the panel calls its drafters ("draft model"; a drafter adds the file it read). Its
+    first word names the kind within its family in the colour legend ("n-gram" lookup)."""
+    colour: str
+    """The colour of tokens accepted from it in the app (a Rich colour name)."""
+    family: str
+    """The legend's words for its colour: kinds of one family share a swatch ("lookup")."""
+    max_k: int
+    """The most tokens its drafters propose in one cycle (one of them may propose fewer: a DFlash
+    head's block); a fixed K is capped to it."""
+    needs: Needs
+    """What it needs to load beside the target (`Needs`)."""
     rank: int
     """Order within a chain: 0 for a free lookup, higher for drafters that run a network."""
     module: str
+    """Its module in this package (`model` for `drafters/model.py`)."""
+
+    @property
+    def needs_draft_file(self) -> bool:
+        return self.needs != "nothing"
 
     def _module(self) -> ModuleType:
         return importlib.import_module(f"spectui.engine.drafters.{self.module}")
 
     def build(self, spec: DrafterSpec, ctx: BuildContext) -> Drafter:
         build: Callable[[DrafterSpec, BuildContext], Drafter] = self._module().build
-        return build(spec, ctx)
+        drafter = build(spec, ctx)
+        if drafter.source != self.name or drafter.max_k > self.max_k:
+            drafter.close()
+            raise ValueError(f"drafter kind {self.name!r} built a drafter with source {drafter.source!r} "
+                             f"and max_k {drafter.max_k}: its kind says {self.name!r}, at most {self.max_k}")
+        return drafter
 
     def unavailable(self, spec: DrafterSpec, ctx: BuildContext) -> str | None:
         check: Callable[[DrafterSpec, BuildContext], str | None] | None = getattr(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 
+from spectui.engine.drafters import KINDS
 from spectui.engine.drafters.base import Feedback
 from spectui.engine.drafters.lookup_base import Candidate, LookupDrafter
 from spectui.engine.drafters.lookup_gate import MIN_TOKEN_PROB
@@ -34,6 +35,7 @@ from spectui.engine.drafters.suffix_tree import SuffixCache, SuffixDraft
 from spectui.engine.drafters.token_index import as_token_list, common_prefix
 
 SOURCE = "suffix"
+KIND = KINDS[SOURCE]
 HISTORY_BUDGET_TOKENS = 200_000
 """Tokens of past chats kept (about 4.9 MB)."""
 OPENING_TOKENS = 256
@@ -60,6 +62,7 @@ class SuffixDrafter(LookupDrafter):
     """Proposes the most frequent continuation of the context's longest matching suffix."""
 
     source = SOURCE
+    max_k = KIND.max_k
 
     def __init__(self, cache: SuffixCache | None = None, *, gated: bool = True,
                  min_token_prob: float = MIN_TOKEN_PROB) -> None:
@@ -72,7 +75,7 @@ class SuffixDrafter(LookupDrafter):
     @property
     def label(self) -> str:  # type: ignore[override]
         chats = self.cache.history.sequences
-        return f"suffix lookup ({chats} past chat{'s' if chats != 1 else ''})"
+        return f"{KIND.label} ({chats} past chat{'s' if chats != 1 else ''})"
 
     def learn(self, conversations: Iterable[Sequence[int]]) -> None:
         """Add past conversations (oldest first) to the history."""
