@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -51,9 +53,10 @@ def exit_now(line: str, code: int) -> None:
 
 
 @contextlib.contextmanager
-def on_bus_error(handler: Callable[[], Fault]) -> Iterator[None]:
+def on_bus_error(handler: Callable[[], Fault]) -> Iterator[Callable[[], None]]:
     """While inside: a SIGBUS calls `handler` once, on the main thread; it saves what it must and
-    returns the fault, whose line ends the process."""
+    returns the fault, whose line ends the process. Yields the same action for a caller that
+    learns of the SIGBUS another way (`run_guarded`'s wakeup fd)."""
     fired = threading.Event()
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:
@@ -68,7 +71,7 @@ def on_bus_error(handler: Callable[[], Fault]) -> Iterator[None]:
 
     previous = signal.signal(signal.SIGBUS, on_signal)
     try:
-        yield
+        yield lambda: on_signal(signal.SIGBUS, None)
     finally:
         signal.signal(signal.SIGBUS, previous if previous is not None else signal.SIG_DFL)
 
@@ -106,11 +109,15 @@ def run_guarded(work: Callable[[threading.Event], T], on_fatal: Callable[[], Fau
             outcome.append((False, error))
 
     thread = threading.Thread(target=run, name="spectui-work", daemon=True)
-    with on_bus_error(on_fatal), stop_signals_raise():
+    with on_bus_error(on_fatal) as bus_fault, stop_signals_raise(), _signal_bytes() as arrived:
         thread.start()
         try:
             while thread.is_alive():
-                thread.join(WAIT_STEP)
+                # Not only the Python-level handler: CPython may never run it for a signal that a
+                # non-main thread takes again and again (seen ~1 run in 10: the main thread waited
+                # for ever), but its C handler writes every signal's number to the wakeup fd.
+                if signal.SIGBUS in arrived(WAIT_STEP):
+                    bus_fault()
         except (KeyboardInterrupt, Interrupted) as stopped:
             signum = stopped.signum if isinstance(stopped, Interrupted) else signal.SIGINT
             stop.set()
@@ -120,6 +127,31 @@ def run_guarded(work: Callable[[threading.Event], T], on_fatal: Callable[[], Fau
     if not ok:
         raise value  # type: ignore[misc]
     return value  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def _signal_bytes() -> Iterator[Callable[[float], bytes]]:
+    """While inside: the numbers of the signals that arrived, through CPython's wakeup fd; the
+    callable waits up to its argument in seconds for some and returns them (b"" if none)."""
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    writer.setblocking(False)
+    previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+
+    def arrived(seconds: float) -> bytes:
+        ready, _, _ = select.select([reader], [], [], seconds)
+        if not ready:
+            return b""
+        with contextlib.suppress(BlockingIOError):
+            return reader.recv(256)
+        return b""
+
+    try:
+        yield arrived
+    finally:
+        signal.set_wakeup_fd(previous)
+        reader.close()
+        writer.close()
 
 
 def _wait_for(thread: threading.Thread) -> None:
