@@ -106,7 +106,7 @@ class Eagle3Drafter:
             wanted = [pos - 1 for pos, _ in chunk] + ([draft_row] if last_chunk and draft_row is not None else [])
             if not wanted:
                 break
-            self.head.embed(None, np.stack([self._row(p, block, block_start) for p in wanted]))
+            self.head.embed(None, np.stack([self.rows.row(p, block, block_start) for p in wanted]))
             g = self.head.hidden(len(wanted))
             passes += 1
             if chunk:
@@ -117,12 +117,6 @@ class Eagle3Drafter:
                 g_draft = g[-1]
         self.head_passes += passes
         return g_draft, passes
-
-    def _row(self, pos: int, block: np.ndarray | None, block_start: int) -> np.ndarray:
-        if block is not None and 0 <= pos - block_start < len(block):
-            row: np.ndarray = block[pos - block_start]
-            return row
-        return self.rows.get(pos)
 
     # ----- the Drafter protocol ----------------------------------------------------------------
 

@@ -23,6 +23,7 @@ import llama_cpp
 import numpy as np
 
 from spectui.engine import hostcost
+from spectui.engine.drafters.mtp_context import head_context_params
 from spectui.engine.model import LlamaModel, float_view
 from spectui.errors import ModelLoadError
 
@@ -39,14 +40,7 @@ class FeatureHeadContext:
     def __init__(self, model: llama_cpp.llama_model_p, target_ctx: llama_cpp.llama_context_p, *,
                  n_ctx: int, n_batch: int, n_threads: int, name: str, causal: bool = True,
                  hidden: bool = False) -> None:
-        params = llama_cpp.llama_context_default_params()
-        params.n_ctx = n_ctx
-        params.n_batch = params.n_ubatch = n_batch
-        params.n_seq_max = 1
-        params.n_rs_seq = 0
-        params.n_threads = params.n_threads_batch = n_threads
-        params.no_perf = True
-        params.ctx_other = target_ctx
+        params = head_context_params(target_ctx, n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads)
         self.ctx = llama_cpp.llama_init_from_model(model, params)
         if not self.ctx:
             raise ModelLoadError(

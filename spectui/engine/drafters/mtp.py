@@ -108,17 +108,11 @@ class MtpDrafter:
         for first in range(0, len(ready), self.head.n_batch):
             chunk = ready[first : first + self.head.n_batch]
             self.head.drop_from(chunk[0][0])
-            entries = [(pos, token, self._row(pos - 1, block, block_start)) for pos, token in chunk]
+            entries = [(pos, token, self.rows.row(pos - 1, block, block_start)) for pos, token in chunk]
             self.head.run(entries, output_last=False)
             passes += 1
         self.head_passes += passes
         return passes
-
-    def _row(self, pos: int, block: np.ndarray | None, block_start: int) -> np.ndarray:
-        if block is not None and 0 <= pos - block_start < len(block):
-            row: np.ndarray = block[pos - block_start]
-            return row
-        return self.rows.get(pos)
 
     # ----- the Drafter protocol ----------------------------------------------------------------
 

@@ -62,16 +62,10 @@ class HeadContext:
         from llama_cpp import llama_cpp_ext
 
         self._ext = llama_cpp_ext
-        params = llama_cpp.llama_context_default_params()
-        params.n_ctx = n_ctx
-        params.n_batch = params.n_ubatch = n_batch
-        params.n_seq_max = 1
-        params.n_rs_seq = 0
+        params = head_context_params(target_ctx, n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads)
         params.n_outputs_max = 1  # a head pass outputs its last row only
-        params.n_threads = params.n_threads_batch = n_threads
-        params.no_perf = True
         params.ctx_type = llama_cpp.LLAMA_CONTEXT_TYPE_MTP
-        params.ctx_other = target_ctx  # read by a Gemma 4 assistant, ignored by heads (llama-context.cpp:144-153)
+        # ctx_other is read by a Gemma 4 assistant, ignored by MTP heads (llama-context.cpp:144-153)
         self.ctx = llama_cpp.llama_init_from_model(model, params)
         if not self.ctx:
             raise ModelLoadError(
@@ -157,6 +151,22 @@ def _address(pointer: int | ctypes.c_void_p | None) -> int:
     return int(value or 0)
 
 
+def head_context_params(target_ctx: llama_cpp.llama_context_p, *, n_ctx: int, n_batch: int,
+                        n_threads: int) -> llama_cpp.llama_context_params:
+    """What every drafting head's own llama.cpp context shares (MTP, EAGLE-3, DFlash): one
+    sequence, no recurrent snapshots, a ubatch as large as its batch, the target's context as
+    `ctx_other`."""
+    params: llama_cpp.llama_context_params = llama_cpp.llama_context_default_params()
+    params.n_ctx = n_ctx
+    params.n_batch = params.n_ubatch = n_batch
+    params.n_seq_max = 1
+    params.n_rs_seq = 0
+    params.n_threads = params.n_threads_batch = n_threads
+    params.no_perf = True
+    params.ctx_other = target_ctx
+    return params
+
+
 class HiddenRows:
     """The target's hidden rows (its `h_nextn`: the last layer's output after the final norm,
     src/models/qwen35.cpp `res->t_h_nextn`) by position, for the head passes still to come.
@@ -188,6 +198,14 @@ class HiddenRows:
 
     def has(self, pos: int) -> bool:
         return pos < 0 or pos in self._rows
+
+    def row(self, pos: int, block: np.ndarray | None = None, block_start: int = 0) -> np.ndarray:
+        """The row at `pos`, from `block` (rows of positions `block_start`.. just decoded and not
+        stored yet) when it holds it, else as `get` gives it."""
+        if block is not None and 0 <= pos - block_start < len(block):
+            row: np.ndarray = block[pos - block_start]
+            return row
+        return self.get(pos)
 
     def get(self, pos: int) -> np.ndarray:
         """The row at `pos`; zeros before the first token (as llama.cpp's `pending_h` starts,
