@@ -298,9 +298,10 @@ def tiny_pair() -> tuple[Path, Path]:
     return pair.target, pair.draft
 
 
-def default_llama_bin() -> Path | None:
+def default_llama_bin(name: str = "llama-speculative-simple") -> Path | None:
+    """A llama.cpp tool built by scripts/build_llama_cpp.sh (SPECTUI_LLAMA_BUILD: another build)."""
     cache = Path(os.environ.get("SPECTUI_LLAMA_BUILD", Path.home() / ".cache/spectui/llama.cpp-0.3.36"))
-    binary = cache / "build/bin/llama-speculative-simple"
+    binary = cache / "build/bin" / name
     return binary if binary.exists() else None
 
 

@@ -54,7 +54,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-from bench_lookup import MODULE  # noqa: E402  (the code workload's module)
+from bench_lookup import MODULE, default_llama_bin, tiny_pair  # noqa: E402  (the code workload's module)
 
 PROMPTS = {
     "code": "Rewrite this Python module with type hints, keeping every line of logic.\n\n```python\n"
@@ -369,20 +369,6 @@ def rendered(target: Path, text: str) -> str:
         return ChatFormat.from_model(model).render([ChatMessage("user", text)])
 
 
-def tiny_pair() -> tuple[Path, Path]:
-    sys.path.insert(0, str(ROOT / "tests"))
-    import tiny_gguf
-
-    pair = tiny_gguf.write_pair(Path(tempfile.mkdtemp(prefix="spectui-tiny-")))
-    return pair.target, pair.draft
-
-
-def default_llama_server() -> Path | None:
-    cache = Path(os.environ.get("SPECTUI_LLAMA_BUILD", Path.home() / ".cache/spectui/llama.cpp-0.3.36"))
-    binary = cache / "build/bin/llama-server"
-    return binary if binary.exists() else None
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pair", default="demo", help="a built-in demo pair: demo (chat, default) or demo-base")
@@ -411,7 +397,7 @@ def main() -> int:
 
         pair = ensure_demo_pair(args.pair)
         target, draft = pair.target, pair.draft
-    llama = args.llama_server or default_llama_server()
+    llama = args.llama_server or default_llama_bin("llama-server")
     if args.part in ("llama", "all") and llama is None:
         parser.error("no llama-server found: run scripts/build_llama_cpp.sh or pass --llama-server")
     prompts = {name: rendered(target, text) for name, text in PROMPTS.items() if not args.prompt or name in args.prompt}
