@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 
 from spectui.engine.build_info import BuildInfo, read_build_info
+from spectui.safe_text import line as safe_line
 from spectui.session.gpus import (
     BACKENDS,
     MachineGpu,
@@ -21,7 +22,6 @@ from spectui.session.gpus import (
     as_json,
     backend_for,
     find_gpus,
-    printable,
     unused_gpus,
 )
 
@@ -44,7 +44,7 @@ class Report:
     def runs_on(self) -> str:
         """Where layers go by default, in a few words: `CUDA0 (NVIDIA ...)`, or `CPU`."""
         if self.build.gpus:
-            return ", ".join(f"{d.name} ({safe(d.description)})" for d in self.build.gpus)
+            return ", ".join(f"{d.name} ({safe_line(d.description)})" for d in self.build.gpus)
         return "CPU"
 
     def header(self) -> str:
@@ -53,7 +53,7 @@ class Report:
         if not self.unused:
             return ""
         gpu = self.unused[0]
-        return f"GPU unused: {safe(gpu.name)} (llama.cpp runs on the {self.runs_on()}); the fix: spectui doctor"
+        return f"GPU unused: {safe_line(gpu.name)} (llama.cpp runs on the {self.runs_on()}); the fix: spectui doctor"
 
     def as_json(self) -> dict[str, object]:
         return {"llama_cpp": self.build.as_json(), "machine_gpus": [as_json(g) for g in self.gpus],
@@ -76,11 +76,6 @@ def gpu_note() -> str | None:
     return this_machine().advice
 
 
-def safe(text: str) -> str:
-    """Text from outside (device names, driver files) printable on a terminal."""
-    return printable(text)
-
-
 def _memory(free: int, total: int) -> str:
     return f"{free / GIB:.1f} of {total / GIB:.1f} GiB free" if total else "memory unknown"
 
@@ -88,13 +83,14 @@ def _memory(free: int, total: int) -> str:
 def format_report(report: Report) -> str:
     build = report.build
     lines = [
-        f"llama-cpp-python  {build.llama_cpp_python} (llama.cpp {safe(build.llama_cpp_commit) or '?'}, "
-        f"ggml {safe(build.ggml_version) or '?'})",
+        f"llama-cpp-python  {build.llama_cpp_python} (llama.cpp {safe_line(build.llama_cpp_commit) or '?'}, "
+        f"ggml {safe_line(build.ggml_version) or '?'})",
         f"backends          {', '.join(build.backends) or 'none found'}",
         "devices",
     ]
     for d in build.devices:
-        lines.append(f"  {safe(d.name):<10} {d.kind:<5} {safe(d.description)}, {_memory(d.free_bytes, d.total_bytes)}")
+        memory = _memory(d.free_bytes, d.total_bytes)
+        lines.append(f"  {safe_line(d.name):<10} {d.kind:<5} {safe_line(d.description)}, {memory}")
     if not build.devices:
         lines.append("  (none: ggml's registry could not be read)")
     offload = f"yes: layers go to {report.runs_on()}" if build.gpu_offload else "no: everything runs on the CPU"
@@ -107,9 +103,9 @@ def format_report(report: Report) -> str:
     ]
     for gpu in report.gpus:
         memory = f", {gpu.memory_bytes / GIB:.1f} GiB" if gpu.memory_bytes else ""
-        driver = f", driver {safe(gpu.driver)}" if gpu.driver else ""
+        driver = f", driver {safe_line(gpu.driver)}" if gpu.driver else ""
         used = "not used by this build" if gpu in report.unused else "used"
-        lines.append(f"  {safe(gpu.name)}{memory}{driver} [{safe(gpu.found_by)}]: {used}")
+        lines.append(f"  {safe_line(gpu.name)}{memory}{driver} [{safe_line(gpu.found_by)}]: {used}")
     if not report.gpus:
         lines.append("  none found (nvidia-smi, /proc/driver/nvidia, /dev/dri render nodes, Apple Silicon)")
     if line := report.advice:

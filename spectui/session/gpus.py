@@ -23,6 +23,7 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from spectui import safe_text
 from spectui.engine.build_info import BACKEND_FLAGS, BuildInfo, reinstall_command
 
 PCI_VENDORS = {"0x10de": "nvidia", "0x1002": "amd", "0x8086": "intel"}
@@ -112,7 +113,7 @@ def _nvidia_smi(probe: Probe) -> list[MachineGpu]:
         return []
     gpus = []
     for line in out.splitlines():
-        parts = [printable(part.strip()) for part in line.split(",")]
+        parts = [safe_text.line(part.strip()) for part in line.split(",")]
         if len(parts) >= 3 and parts[0]:
             memory = int(parts[1]) * MIB if parts[1].isdigit() else None
             gpus.append(MachineGpu("nvidia", parts[0], "nvidia-smi", memory, parts[2] or None))
@@ -176,17 +177,9 @@ def _rosetta(probe: Probe) -> bool:
 def _read(path: Path) -> str | None:
     """A small system file's text, printable (another program wrote it), or None."""
     try:
-        return printable(path.read_text(errors="replace")[:4096], keep_lines=True)
+        return safe_text.block(path.read_text(errors="replace")[:4096])
     except OSError:
         return None
-
-
-def printable(text: str, keep_lines: bool = False) -> str:
-    """Text from outside, safe to print on a terminal (`spectui.safe_text`: controls escaped;
-    with `keep_lines`, newline and tab kept, as a file's layout)."""
-    from spectui import safe_text
-
-    return safe_text.block(text) if keep_lines else safe_text.line(text)
 
 
 def unused_gpus(build: BuildInfo, gpus: list[MachineGpu]) -> list[MachineGpu]:
