@@ -111,7 +111,7 @@ def measure(args: argparse.Namespace, directory: Path) -> list[dict]:
     rows = []
     for n_vocab in args.vocab:
         target, draft = write_pair(directory, n_vocab, args.agreement)
-        gen = load_generator(target, draft, n_ctx=1024, n_threads=args.threads)
+        gen = load_generator(target, draft, n_ctx=1024, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
         try:
             prompt = gen.target.tokenize(PROMPT)
             cells = [(t, k) for t in args.temperatures for k in args.k]
@@ -198,7 +198,7 @@ def llama_side(args: argparse.Namespace, directory: Path) -> list[dict]:
         # three contexts on one file: plain logits (numpy), a greedy chain, a top-k chain attached
         # for good (a chain is initialised for the backend once: llama-sampler.cpp:739), so the
         # ways take turns round by round
-        models = {way: LlamaModel.load(target, n_ctx=512, n_threads=args.threads)
+        models = {way: LlamaModel.load(target, n_ctx=512, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
                   for way in ("numpy", "greedy", "top_k")}
         chains = [_chain("greedy"), _chain("top_k")]
         try:
@@ -279,6 +279,17 @@ def _compare_sides(models: dict, n_vocab: int, n_rows: int, rounds: int) -> list
     return found
 
 
+def machine_facts(args: argparse.Namespace) -> dict:
+    """Where the figures were taken: the host, and llama.cpp's build and devices (a GPU or not)."""
+    from spectui.engine.build_info import read_build_info
+    from spectui.session.machine import cpu_count
+
+    return {"platform": platform.platform(), "processor": platform.processor(), "cores": cpu_count(),
+            "python": platform.python_version(), "clock": args.clock, "threads": args.threads,
+            "n_gpu_layers": args.n_gpu_layers, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+            "llama_cpp": read_build_info().as_json()}
+
+
 def csv_of(kind):
     return lambda text: [kind(part) for part in text.split(",") if part.strip()]
 
@@ -291,6 +302,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--n-gpu-layers", type=int, default=None,
+                        help="layers on the GPU (default: all of them where llama.cpp has a GPU backend, else 0)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     parser.add_argument("--agreement", choices=("full", "partial"), default="full")
     parser.add_argument("--dir", type=Path, default=None, help="keep the generated models here (default: a temp dir)")
@@ -302,7 +315,8 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="bench-host-") as scratch:
             found = llama_side(args, args.dir or Path(scratch))
         if args.json:
-            args.json.write_text(json.dumps({"args": sys.argv[1:], "llama_sampling": found}, indent=1))
+            args.json.write_text(json.dumps({"machine": machine_facts(args), "args": sys.argv[1:],
+                                             "llama_sampling": found}, indent=1))
         return 0
 
     from spectui.engine import hostcost
@@ -321,12 +335,7 @@ def main() -> int:
     for line in goal_lines(rows):
         print(line)
     if args.json:
-        from spectui.session.machine import cpu_count
-
-        machine = {"platform": platform.platform(), "processor": platform.processor(), "cores": cpu_count(),
-                   "python": platform.python_version(), "clock": args.clock, "threads": args.threads,
-                   "load_average_before": load_before[0], "load_average_after": load_after[0],
-                   "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
+        machine = machine_facts(args) | {"load_average_before": load_before[0], "load_average_after": load_after[0]}
         args.json.write_text(json.dumps({"machine": machine, "args": sys.argv[1:], "rows": rows}, indent=1))
     return 0 if all(r["same"] for r in rows) else 1
 

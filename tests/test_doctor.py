@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import llama_cpp
@@ -22,7 +23,7 @@ from textual.widgets import Static
 
 from spectui.cli import main
 from spectui.engine import rpc
-from spectui.engine.build_info import BuildInfo, Device, read_build_info
+from spectui.engine.build_info import AMX_NOTE, BuildInfo, Device, cpu_extra_buffers_usable, read_build_info
 from spectui.session import doctor
 from spectui.session.gpus import Probe, advice, find_gpus
 from spectui.ui.chat_view import NoteMessage
@@ -123,6 +124,19 @@ def test_a_build_that_drives_the_gpu_says_nothing_and_one_that_finds_none_says_w
     assert line is not None and "was built with CUDA but finds no GPU" in line and "check its driver" in line
     amd = advice(gpu_build("CUDA"), [*nvidia, *find_gpus(linux_with_amd(tmp_path))])
     assert amd is not None and amd.startswith("AMD") and "ROCm/HIP" in amd
+
+
+def test_a_build_with_amx_loads_weights_without_the_extra_buffers_and_doctor_says_why() -> None:
+    """This llama.cpp's AMX kernels fault (SIGILL on the chat demo's Q8_0 draft on this machine
+    kind's Intel hosts): a build with AMX must load weights without the CPU's extra buffer types."""
+    amx = replace(gpu_build("CUDA"), cpu_features=("AVX512", "AMX_INT8"))
+    plain = gpu_build("CUDA")
+    assert not amx.cpu_extra_buffers and plain.cpu_extra_buffers
+    assert AMX_NOTE in doctor.format_report(doctor.Report(amx, ()))
+    assert "CPU weights" not in doctor.format_report(doctor.Report(plain, ()))
+    assert json.loads(json.dumps(amx.as_json()))["cpu_extra_buffers"] is False
+    # what the loader does is what doctor reports for this machine's own build
+    assert cpu_extra_buffers_usable() == read_build_info().cpu_extra_buffers
 
 
 def linux_with_amd(tmp_path: Path) -> Probe:

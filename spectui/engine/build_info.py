@@ -75,11 +75,48 @@ class BuildInfo:
         true for a CPU-only build with RPC (src/llama.cpp:102-109)."""
         return bool(self.gpus)
 
+    @property
+    def cpu_extra_buffers(self) -> bool:
+        """Whether spectui lets llama.cpp put weights in the CPU backend's extra buffer types
+        (AMX, repacked layouts): not in a build with AMX (`cpu_extra_buffers_usable`)."""
+        return AMX_FEATURE not in self.cpu_features
+
     def as_json(self) -> dict[str, object]:
         data = asdict(self)
         data["gpu_backends"] = list(self.gpu_backends)
         data["gpu_offload"] = self.gpu_offload
+        data["cpu_extra_buffers"] = self.cpu_extra_buffers
         return data
+
+
+AMX_FEATURE = "AMX_INT8"
+AMX_NOTE = ("built with AMX, which this llama.cpp's kernels crash on (SIGILL); weights load without "
+            "the CPU's extra buffer types (no AMX, no repacking)")
+
+
+@functools.cache
+def cpu_extra_buffers_usable() -> bool:
+    """Whether model loads may use the CPU backend's extra buffer types (`use_extra_bufts`).
+
+    Not in a build with AMX: `-march=native` on a CPU with AMX (Xeon Sapphire Rapids and later)
+    compiles ggml's AMX matmul in, and the AMX buffer type takes every Q4_0/Q4_1/Q8_0/K-quant
+    weight (ggml-cpu.cpp:41-50). Its tile config is a stack value the compiler may drop
+    (ggml_tile_config_init, amx/mmq.cpp:204-225; upstream llama.cpp PR #26954), so the first tile
+    instruction faults: SIGILL on the first decode of the chat demo's Q8_0 draft, seen on this
+    machine kind's Intel hosts (`tilezero %tmm4` in ggml_backend_amx_mul_mat). The switch is all
+    or nothing (llama-model.cpp:1110), so such builds also lose the repacked layouts: slower
+    quantized weights on the CPU, against a crash."""
+    ggml = _registry()
+    if ggml is None:
+        return True
+    from spectui.engine.model import init_backend
+
+    init_backend()
+    for r in range(ggml.reg_count()):
+        reg = ggml.reg_get(r)
+        if _text(ggml.reg_name(reg)) == "CPU":
+            return AMX_FEATURE not in _cpu_features(ggml, reg)
+    return True
 
 
 class _Registry:

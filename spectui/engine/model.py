@@ -23,6 +23,7 @@ import llama_cpp
 import numpy as np
 
 from spectui.engine import gguf_file, hostcost, llama_log
+from spectui.engine.build_info import cpu_extra_buffers_usable
 from spectui.engine.loaded_file import LoadedFile
 from spectui.engine.recurrent import RollbackKind, rollback_kind
 from spectui.engine.rewind import Rewinder
@@ -146,6 +147,7 @@ class LlamaModel(ModelVocabulary, TreeCache):
             n_gpu_layers = -1 if rpc is not None or gpu_offload_available() else 0
         params = llama_cpp.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
+        params.use_extra_bufts = cpu_extra_buffers_usable()
         if rpc is not None:
             rpc.apply(params)
         params.vocab_only = vocab_only

@@ -12,7 +12,7 @@ import functools
 import json
 from dataclasses import dataclass
 
-from spectui.engine.build_info import BuildInfo, read_build_info
+from spectui.engine.build_info import AMX_NOTE, BuildInfo, read_build_info
 from spectui.safe_text import line as safe_line
 from spectui.session.gpus import (
     BACKENDS,
@@ -97,6 +97,7 @@ def format_report(report: Report) -> str:
     rpc = "yes (spectui worker, --rpc)" if build.rpc else "no (rebuild with -DGGML_RPC=ON for --rpc)"
     lines += [
         f"CPU features      {' '.join(build.cpu_features) or '?'}",
+        *([] if build.cpu_extra_buffers else [f"CPU weights       {AMX_NOTE}"]),
         f"GPU offload       {offload}",
         f"RPC backend       {rpc}",
         "GPUs on this machine",
