@@ -41,8 +41,9 @@ import numpy as np
 
 from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters import KINDS
-from spectui.engine.drafters.base import Budget, Feedback, Proposal
+from spectui.engine.drafters.base import Budget, Proposal
 from spectui.engine.drafters.feature_head import FeatureHeadContext, load_head, not_this_head
+from spectui.engine.drafters.follower import TargetFollower
 from spectui.engine.drafters.model import choose
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
 from spectui.engine.drafters.taps import FeatureTaps
@@ -55,14 +56,14 @@ FLUSH_ROWS = 32
 """Queued feature rows injected as soon as there are this many; fewer wait for the next draft."""
 
 
-class DFlashDrafter:
-    """Proposes a block of tokens from a DFlash head's per-row distributions q_i."""
+class DFlashDrafter(TargetFollower[np.ndarray]):
+    """Proposes a block of tokens from a DFlash head's per-row distributions q_i; queued: the
+    target's tapped rows f_p, not yet injected into the head's cache."""
 
     source = SOURCE
 
     def __init__(self, target: LlamaModel, model: LlamaModel, head: FeatureHeadContext, taps: FeatureTaps,
                  facts: HeadFacts) -> None:
-        self.target = target
         self.model = model
         self.head = head
         self.taps = taps
@@ -70,16 +71,12 @@ class DFlashDrafter:
         self.max_k = max(1, min(KIND.max_k, facts.max_draft))
         """One block: block_size - 1 tokens after `last`."""
         self.label = f"{KIND.label} {model.path.name}"
-        self.queue: list[tuple[int, np.ndarray]] = []
-        """(p, f_p): the target's tapped rows at p, not yet injected into the head's cache."""
-        self.head_passes = 0
-        self._kept_rows = 0
-        target.decode_listeners.append(self._on_target_decode)
+        self.follow(target)
 
     # ----- following the target --------------------------------------------------------------
 
     def _on_target_decode(self, start: int, tokens: Sequence[int]) -> None:
-        self.queue = [entry for entry in self.queue if entry[0] < start]
+        self.drop_queued_from(start)
         features = self.taps.rows(len(tokens))
         self.queue.extend((start + i, features[i]) for i in range(len(tokens)))
         if len(self.queue) >= FLUSH_ROWS:
@@ -88,8 +85,7 @@ class DFlashDrafter:
     def _inject(self, upto: int) -> int:
         """Write the queued features of positions before `upto` into the head's cache; return the
         passes run."""
-        ready = [entry for entry in self.queue if entry[0] < upto]
-        self.queue = [entry for entry in self.queue if entry[0] >= upto]
+        ready = self.take_queued(upto)
         passes = 0
         for first in range(0, len(ready), self.head.n_batch):
             chunk = ready[first : first + self.head.n_batch]
@@ -112,9 +108,8 @@ class DFlashDrafter:
         if k <= 0 or len(self.target.cached) < n:
             return proposal
         p_min = budget.p_min(SOURCE)
-        read = len([entry for entry in self.queue if entry[0] < n])
+        proposal.caught_up = self.catch_up(n)
         proposal.work = self._inject(n)
-        proposal.caught_up = max(0, read - self._kept_rows)
         self.head.drop_from(n)  # the previous block
         block = [(n + i, self.mask if i else context[-1], None) for i in range(k + 1)]
         self.head.decode(block, output="all")
@@ -125,24 +120,16 @@ class DFlashDrafter:
             if confidence < p_min:
                 break  # unsure: a likely rejection costs more than it saves
             proposal.add(token, dist, confidence)
-            if self.target.is_eog(token):
+            if self.draft_ends(proposal, k, budget, context):
                 break
-            if budget.hands_over(context, proposal.tokens):
-                break  # the lookup ahead takes it from here next cycle, for free
         return proposal
-
-    def feedback(self, result: Feedback) -> None:
-        """The kept rows arrive through the decode listener; remember how many, so a longer
-        catch-up (after cycles without this drafter) is reported as such."""
-        self._kept_rows = result.accepted + 1
 
     def reset(self) -> None:
         self.queue.clear()
         self.head.clear()
 
     def close(self) -> None:
-        if self._on_target_decode in self.target.decode_listeners:
-            self.target.decode_listeners.remove(self._on_target_decode)
+        self.unfollow()
         if self.target.context_handle:
             self.taps.close()
         self.head.close()

@@ -43,8 +43,9 @@ import numpy as np
 
 from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters import KINDS
-from spectui.engine.drafters.base import Budget, Feedback, Proposal
+from spectui.engine.drafters.base import Budget, Proposal
 from spectui.engine.drafters.feature_head import FeatureHeadContext, load_head, not_this_head
+from spectui.engine.drafters.follower import TargetFollower
 from spectui.engine.drafters.model import choose
 from spectui.engine.drafters.mtp_context import HiddenRows
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
@@ -60,33 +61,29 @@ ROW_WINDOW = 64
 """Target feature rows kept behind the newest position (more than FLUSH_ROWS + a verify pass)."""
 
 
-class Eagle3Drafter:
-    """Proposes tokens from an EAGLE-3 head's own distribution q, reading the target's features."""
+class Eagle3Drafter(TargetFollower[int]):
+    """Proposes tokens from an EAGLE-3 head's own distribution q, reading the target's features;
+    queued: each token t_p whose pair (t_p, g_{p-1}) the head has not read yet."""
 
     source = SOURCE
     max_k = KIND.max_k
     """The head chains on its own state with no fixed limit; K = auto finds where it stops paying."""
 
     def __init__(self, target: LlamaModel, model: LlamaModel, head: FeatureHeadContext, taps: FeatureTaps) -> None:
-        self.target = target
         self.model = model
         self.head = head
         self.taps = taps
         self.label = f"{KIND.label} {model.path.name}"
         self.rows = HiddenRows(taps.width, ROW_WINDOW)
         """f_p: the target's tapped rows by position (encoded only when a pair needs them)."""
-        self.queue: list[tuple[int, int]] = []
-        """(p, t_p) the target decoded whose pair (t_p, g_{p-1}) the head has not read yet."""
-        self.head_passes = 0
-        self._kept_rows = 0
-        target.decode_listeners.append(self._on_target_decode)
+        self.follow(target)
 
     # ----- following the target --------------------------------------------------------------
 
     def _on_target_decode(self, start: int, tokens: Sequence[int]) -> None:
         end = start + len(tokens)
         self.rows.drop_from(start)
-        self.queue = [entry for entry in self.queue if entry[0] < start]
+        self.drop_queued_from(start)
         features = self.taps.rows(len(tokens))
         self.queue.extend((start + i, int(t)) for i, t in enumerate(tokens) if start + i >= 1)
         if len(self.queue) >= FLUSH_ROWS:
@@ -97,8 +94,7 @@ class Eagle3Drafter:
                     block_start: int = 0) -> tuple[np.ndarray | None, int]:
         """Write the queued pairs of tokens before `upto` into the head's cache; encode the
         feature row `draft_row` with them. Returns its g (or None) and the passes run."""
-        ready = [entry for entry in self.queue if entry[0] < upto]
-        self.queue = [entry for entry in self.queue if entry[0] >= upto]
+        ready = self.take_queued(upto)
         passes, g_draft, room = 0, None, self.head.n_batch - 1
         for first in range(0, max(len(ready), 1), room):
             chunk = ready[first : first + room]
@@ -131,9 +127,8 @@ class Eagle3Drafter:
         if k <= 0 or n < 1 or len(self.target.cached) < n or not self.rows.has(n - 1):
             return proposal
         p_min = budget.p_min(SOURCE)
-        read = len([entry for entry in self.queue if entry[0] < n])
+        proposal.caught_up = self.catch_up(n)
         g_last, proposal.work = self._read_queue(n, draft_row=n - 1)
-        proposal.caught_up = max(0, read - self._kept_rows)
         self.head.drop_from(n - 1)  # earlier drafts
         token, pos, row = context[-1], n - 1, g_last
         while True:
@@ -145,17 +140,10 @@ class Eagle3Drafter:
             if confidence < p_min:
                 break  # unsure: a likely rejection costs more than it saves
             proposal.add(token, dist, confidence)
-            if len(proposal.tokens) == k or self.target.is_eog(token):
+            if self.draft_ends(proposal, k, budget, context):
                 break
-            if budget.hands_over(context, proposal.tokens):
-                break  # the lookup ahead takes it from here next cycle, for free
             pos += 1
         return proposal
-
-    def feedback(self, result: Feedback) -> None:
-        """The kept rows arrive through the decode listener; remember how many, so a longer
-        catch-up (after cycles without this drafter) is reported as such."""
-        self._kept_rows = result.accepted + 1
 
     def reset(self) -> None:
         self.queue.clear()
@@ -163,8 +151,7 @@ class Eagle3Drafter:
         self.head.clear()
 
     def close(self) -> None:
-        if self._on_target_decode in self.target.decode_listeners:
-            self.target.decode_listeners.remove(self._on_target_decode)
+        self.unfollow()
         if self.target.context_handle:
             self.taps.close()
         self.head.close()

@@ -47,7 +47,8 @@ import numpy as np
 from spectui.engine.archs import MTP_ASSISTANT_ARCHS, MTP_HEAD_ARCHS
 from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters import KINDS
-from spectui.engine.drafters.base import Budget, Feedback, Proposal
+from spectui.engine.drafters.base import Budget, Proposal
+from spectui.engine.drafters.follower import TargetFollower
 from spectui.engine.drafters.model import choose
 from spectui.engine.drafters.mtp_context import HeadContext, HiddenRows, missing_support
 from spectui.engine.drafters.spec import AUTO_KIND, BuildContext, DrafterSpec, TargetOptions
@@ -63,8 +64,9 @@ ROW_WINDOW = 64
 """Target hidden rows kept behind the newest position (more than FLUSH_ROWS + a verify pass)."""
 
 
-class MtpDrafter:
-    """Proposes tokens from an MTP head's own distribution q, reading the target's hidden rows."""
+class MtpDrafter(TargetFollower[int]):
+    """Proposes tokens from an MTP head's own distribution q, reading the target's hidden rows;
+    queued: each token the target decoded that the head's cache has not read yet."""
 
     source = SOURCE
     max_k = KIND.max_k
@@ -72,24 +74,18 @@ class MtpDrafter:
     mode); K = auto finds where its acceptance stops paying."""
 
     def __init__(self, target: LlamaModel, head: HeadContext, label: str, sidecar: LlamaModel | None = None) -> None:
-        self.target = target
         self.head = head
         self.label = label
         self.sidecar = sidecar
         self.rows = HiddenRows(head.n_embd, ROW_WINDOW)
-        self.queue: list[tuple[int, int]] = []
-        """(position, token) the target decoded that the head's cache has not read yet."""
-        self.head_passes = 0
-        """Head passes so far (tests and benchmarks)."""
-        self._kept_rows = 0
-        target.decode_listeners.append(self._on_target_decode)
+        self.follow(target)
 
     # ----- following the target --------------------------------------------------------------
 
     def _on_target_decode(self, start: int, tokens: Sequence[int]) -> None:
         end = start + len(tokens)
         self.rows.drop_from(start)
-        self.queue = [entry for entry in self.queue if entry[0] < start]
+        self.drop_queued_from(start)
         rows = self.head.target_rows(self.target.context_handle, len(tokens))
         if rows is None:
             return
@@ -102,8 +98,7 @@ class MtpDrafter:
 
     def _read_queue(self, upto: int, block: np.ndarray | None = None, block_start: int = 0) -> int:
         """Read the queued tokens before `upto` into the head's cache; return the head passes."""
-        ready = [entry for entry in self.queue if entry[0] < upto]
-        self.queue = [entry for entry in self.queue if entry[0] >= upto]
+        ready = self.take_queued(upto)
         passes = 0
         for first in range(0, len(ready), self.head.n_batch):
             chunk = ready[first : first + self.head.n_batch]
@@ -127,9 +122,8 @@ class MtpDrafter:
         if k <= 0 or len(self.target.cached) < n or not self.rows.has(n - 1):
             return proposal
         p_min = budget.p_min(SOURCE)
-        read = len([entry for entry in self.queue if entry[0] < n])
+        proposal.caught_up = self.catch_up(n)
         proposal.work = self._read_queue(n)
-        proposal.caught_up = max(0, read - self._kept_rows)
         if self.head.shares_target_cache:
             self.target.truncate(n)  # the assistant attends to exactly the target's cache
         else:
@@ -144,17 +138,10 @@ class MtpDrafter:
             if confidence < p_min:
                 break  # unsure: a likely rejection costs more than it saves
             proposal.add(token, dist, confidence)
-            if len(proposal.tokens) == k or self.target.is_eog(token):
+            if self.draft_ends(proposal, k, budget, context):
                 break
-            if budget.hands_over(context, proposal.tokens):
-                break  # the lookup ahead takes it from here next cycle, for free
             pos = n if self.head.shares_target_cache else pos + 1
         return proposal
-
-    def feedback(self, result: Feedback) -> None:
-        """The kept rows arrive through the decode listener; remember how many, so a longer
-        catch-up (after cycles without this drafter) is reported as such."""
-        self._kept_rows = result.accepted + 1
 
     def reset(self) -> None:
         self.queue.clear()
@@ -162,8 +149,7 @@ class MtpDrafter:
         self.head.clear()
 
     def close(self) -> None:
-        if self._on_target_decode in self.target.decode_listeners:
-            self.target.decode_listeners.remove(self._on_target_decode)
+        self.unfollow()
         self.head.close(self.target.context_handle)
         if self.sidecar is not None:
             self.sidecar.close()
