@@ -12,7 +12,14 @@ import functools
 import json
 from dataclasses import dataclass
 
-from spectui.engine.build_info import AMX_NOTE, BuildInfo, read_build_info
+from spectui.engine.build_info import (
+    AMX_NOTE,
+    NO_AMX_FLAGS,
+    BuildInfo,
+    current_flags,
+    read_build_info,
+    reinstall_command,
+)
 from spectui.safe_text import line as safe_line
 from spectui.session.gpus import (
     BACKENDS,
@@ -97,7 +104,9 @@ def format_report(report: Report) -> str:
     rpc = "yes (spectui worker, --rpc)" if build.rpc else "no (rebuild with -DGGML_RPC=ON for --rpc)"
     lines += [
         f"CPU features      {' '.join(build.cpu_features) or '?'}",
-        *([] if build.cpu_extra_buffers else [f"CPU weights       {AMX_NOTE}"]),
+        *([] if build.cpu_extra_buffers else [
+            f"CPU weights       {AMX_NOTE}; to keep repacking, rebuild without AMX:",
+            f"                  {reinstall_command([*current_flags(build), *NO_AMX_FLAGS])}"]),
         f"GPU offload       {offload}",
         f"RPC backend       {rpc}",
         "GPUs on this machine",
