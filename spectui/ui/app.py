@@ -14,14 +14,14 @@ from typing import ClassVar
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.widgets import Footer, Header
 
 from spectui.catalog.demo import welcome
 from spectui.engine.drafters.spec import DrafterInfo
 from spectui.session.options import ChatOptions, for_pair, pair_drafter_kind
 from spectui.ui.chat_actions import ChatActions
-from spectui.ui.chat_view import ChatLog, NoteMessage
+from spectui.ui.chat_view import NoteMessage
 from spectui.ui.commands import ChatCommands
 from spectui.ui.controls import Controls
 from spectui.ui.examples import ExampleOpenings
@@ -37,10 +37,8 @@ from spectui.ui.messages import (
     PairReady,
 )
 from spectui.ui.pairs import LocalPairCommands, PairCommands
-from spectui.ui.prompt import PromptInput
 from spectui.ui.replies import Replies
 from spectui.ui.stats_panel import StatsPanel
-from spectui.ui.status_line import StatusLine
 from spectui.ui.workers import EngineWorkers, close_models
 
 
@@ -74,10 +72,7 @@ class SpectuiApp(Lifecycle, Fitting, Controls, Replies, ChatActions, EngineWorke
     def compose(self) -> ComposeResult:
         yield Header()
         with Horizontal(id="main"):
-            with Vertical(id="chat-column"):
-                yield StatusLine(id="status-bar")
-                yield ChatLog(id="log")
-                yield PromptInput(id="prompt")
+            yield self.chat_pane
             yield StatsPanel(show_timings=self.pair.options.show_timings, id="stats")
         yield Footer()
 
@@ -196,7 +191,7 @@ class SpectuiApp(Lifecycle, Fitting, Controls, Replies, ChatActions, EngineWorke
             self.panel.measured(None, None)
             again = "your next message loads it again, or " if message.reload else ""
             self.set_status(f"no model loaded: {again}pick a pair with ctrl+p", busy=False)
-            await self.cancel_queued("no model could be loaded for the queued message")
+            await self.chat_pane.cancel_queued("no model could be loaded for the queued message")
         elif message.during == "pull":
             self.set_status("pull failed", busy=False)
         else:

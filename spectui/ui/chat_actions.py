@@ -21,9 +21,9 @@ from spectui.chat.conversation import Conversation
 from spectui.chat.settings import EFFORTS, ChatSettings
 from spectui.engine.drafters.spec import DrafterSpec
 from spectui.errors import SpectuiError
-from spectui.session.figures import ReplyFigures, meta_line, plural
+from spectui.session.figures import plural
 from spectui.session.options import ChatOptions
-from spectui.ui.chat_view import AssistantMessage, UserMessage
+from spectui.ui.chat_view import AssistantMessage
 from spectui.ui.core import AppCore
 from spectui.ui.settings_screen import SettingsResult, SettingsScreen
 
@@ -88,27 +88,10 @@ class ChatActions(AppCore):
     # ----- showing chats -----------------------------------------------------------------------
 
     async def show_conversation(self, conversation: Conversation) -> None:
-        """Replace the log with a stored conversation (resume, or picked from the list)."""
-        self.chat.conversation = conversation
-        log = self.log_view
-        await log.remove_children()
-        if conversation.system:
-            await self.note(f"system prompt: {conversation.system}")
-        for turn, message in enumerate(conversation.messages):
-            if message.role == "user":
-                await log.add(UserMessage(message.content, turn))
-            elif message.role == "assistant":
-                await log.add(self.stored_reply(conversation, turn))
+        """Show a stored conversation (resume, or picked from the list) in its mode and settings."""
+        await self.chat_pane.show_conversation(conversation, self.pair.options.show_timings)
         self.apply_chat_mode()
         self.refresh_settings()
-
-    def stored_reply(self, conversation: Conversation, turn: int) -> AssistantMessage:
-        message, figures = conversation.messages[turn], ReplyFigures.from_stored(conversation.stats(turn))
-        meta = ("interrupted (saved before it finished)" if conversation.interrupted(turn)
-                else meta_line(figures, self.pair.options.show_timings))
-        widget = AssistantMessage(message.content, meta=meta, figures=figures, reasoning=message.reasoning, turn=turn)
-        widget.set_colouring(self.chat.colouring)
-        return widget
 
     def chat_mode(self, conversation: Conversation) -> str:
         """The mode this chat runs in with the loaded model: its own unless `--mode` was given."""

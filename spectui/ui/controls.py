@@ -33,7 +33,6 @@ class Controls(AppCore):
         def refresh_settings(self) -> None: ...
         async def show_examples(self) -> None: ...
         async def show_conversation(self, conversation: Conversation) -> None: ...
-        async def cancel_queued(self, reason: str = ...) -> bool: ...
 
     def action_k_up(self) -> None:
         self._step_k(+1)
@@ -98,7 +97,7 @@ class Controls(AppCore):
         """Escape: stop the reply; else cancel the queued message; else stop editing."""
         if self.replies.busy is not None:
             self.stop_reply()
-        elif not await self.cancel_queued() and self.cancel_edit():
+        elif not await self.chat_pane.cancel_queued() and self.cancel_edit():
             self.notify("edit cancelled", timeout=2)
 
     def stop_reply(self) -> None:

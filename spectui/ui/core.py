@@ -18,7 +18,8 @@ from spectui.chat.safe_store import SafeStore
 from spectui.paths import chats_db_path
 from spectui.session.baseline import Baseline
 from spectui.session.options import ChatOptions
-from spectui.ui.chat_view import ChatLog, NoteMessage
+from spectui.ui.chat_pane import ChatPane
+from spectui.ui.chat_view import ChatLog
 from spectui.ui.prompt import PromptInput
 from spectui.ui.state import ChatState, PairState, QuitState, ReplyState
 from spectui.ui.stats_panel import StatsPanel
@@ -34,18 +35,26 @@ class AppCore(App[int]):
         """The pair of models (loading side)."""
         store = SafeStore(store_path or chats_db_path())
         conversation = Conversation(store, options.pair_name, options.system, options.chat_settings())
-        self.chat = ChatState(store, conversation)
-        """The chat on screen and its store."""
-        self.replies = ReplyState()
-        """The reply in progress, the queued message, the edit."""
+        self.chat_pane = ChatPane(ChatState(store, conversation), id="chat-column")
+        """The status line, the chat log and the message box, and the state of what they show."""
         self.quit_state = QuitState()
         """How the app ends."""
+
+    @property
+    def chat(self) -> ChatState:
+        """The chat on screen and its store (the chat pane's)."""
+        return self.chat_pane.chat
+
+    @property
+    def replies(self) -> ReplyState:
+        """The reply in progress, the queued message, the edit (the chat pane's)."""
+        return self.chat_pane.replies
 
     # ----- the widgets every part talks to -------------------------------------------------------
 
     @property
     def log_view(self) -> ChatLog:
-        return self.query_one("#log", ChatLog)
+        return self.chat_pane.log_view
 
     @property
     def panel(self) -> StatsPanel:
@@ -53,11 +62,11 @@ class AppCore(App[int]):
 
     @property
     def prompt(self) -> PromptInput:
-        return self.query_one("#prompt", PromptInput)
+        return self.chat_pane.prompt
 
     @property
     def status_line(self) -> StatusLine:
-        return self.query_one("#status-bar", StatusLine)
+        return self.chat_pane.status_line
 
     def set_status(self, text: str, fraction: float | None = None, *, busy: bool = True) -> None:
         self.status_line.show(text, fraction, busy=busy)
@@ -78,7 +87,7 @@ class AppCore(App[int]):
     # ----- notes and toasts --------------------------------------------------------------------
 
     async def note(self, text: str, kind: str = "info") -> None:
-        await self.log_view.add(NoteMessage(text, kind))
+        await self.chat_pane.note(text, kind)
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = False) -> None:

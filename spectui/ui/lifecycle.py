@@ -48,7 +48,6 @@ class Lifecycle(AppCore):
     if TYPE_CHECKING:  # the other parts' own, declared for the type checker only: at run time
         # nothing here may shadow them (the parts come before their owners in the app's MRO)
         def start_loading(self, options: ChatOptions) -> None: ...
-        async def queue(self, text: str) -> None: ...
         def check_loaded(self) -> Worker[LoadedHealth]: ...
 
     # ----- quitting ----------------------------------------------------------------------------
@@ -183,7 +182,7 @@ class Lifecycle(AppCore):
         if not pair.reload_pending or self.replies.busy is not None or (not pair.ready and not pair.load_failed):
             return False
         self.pair.reload_pending = False
-        await self.queue(text)
+        await self.chat_pane.queue(text)
         await self.note(f"loading {self.pair.options.models_label} again; your message is sent once it is loaded")
         self.start_loading(self.pair.options)
         return True

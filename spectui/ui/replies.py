@@ -27,7 +27,6 @@ from spectui.session.baseline import baseline_probe, from_stats
 from spectui.session.figures import ReplyFigures, comparison_verdict, describe_k, meta_line
 from spectui.session.reply import ReplyDone, ReplyRequest
 from spectui.ui.chat_actions import models_record
-from spectui.ui.chat_view import AssistantMessage, UserMessage
 from spectui.ui.core import AppCore
 from spectui.ui.examples import ExampleOpenings
 from spectui.ui.messages import ReplyFinished, ReplyPurpose, ReplyUpdate
@@ -51,12 +50,12 @@ class Replies(AppCore):
             return
         editing = self.replies.editing
         if self.loading() and editing is None:
-            await self.queue(text)
+            await self.chat_pane.queue(text)
             return
         if editing is None and await self.reload_first(text):
             return
         if editing is not None and self.can_generate():
-            await self.drop_turns(editing)
+            await self.chat_pane.drop_turns(editing)
         if await self.submit(text):
             event.prompt.clear()
 
@@ -71,8 +70,7 @@ class Replies(AppCore):
         for examples in self.query(ExampleOpenings):
             await examples.remove()
         self.prompt.focus()
-        self.chat.conversation.add_user(text)
-        await self.log_view.add(UserMessage(text, len(self.chat.conversation.messages) - 1))
+        await self.chat_pane.add_user_turn(text)
         await self.start_reply()
         return True
 
@@ -81,10 +79,7 @@ class Replies(AppCore):
         conversation, options = self.chat.conversation, self.pair.options
         conversation.update(pair=options.pair_name, models=models_record(options), mode=self.chat.mode)
         title = "continuation" if self.chat.mode == "completion" else "assistant"
-        self.replies.reply_widget = AssistantMessage(title=title, streaming=True, turn=len(conversation.messages))
-        await self.log_view.add(self.replies.reply_widget)
-        self.replies.reply_widget.set_colouring(self.chat.colouring)
-        self.chat.conversation.start_reply()
+        await self.chat_pane.open_reply(title)
         self.panel.start_reply()
         self.begin_generation("reply", self.chat.conversation.prompt_messages(), self.pair.draft_control)
 
@@ -119,39 +114,11 @@ class Replies(AppCore):
 
     # ----- queued, edited, regenerated --------------------------------------------------------
 
-    async def queue(self, text: str) -> None:
-        """Keep the message until the models are ready (one at a time)."""
-        if self.replies.queued is not None:
-            self.notify("a message is already waiting for the models (Escape cancels it)")
-            return
-        self.replies.queued = UserMessage(text, queued=True)
-        await self.log_view.add(self.replies.queued)
-        self.prompt.clear()
-        self.status_line.queued = True
-        self.status_line.redraw()
-
     async def send_queued(self) -> None:
         """The models are ready: send what was typed while they loaded."""
-        widget, self.replies.queued = self.replies.queued, None
-        self.status_line.queued = False  # said from the next status
-        if widget is None:
-            return
-        await widget.remove()
-        if not await self.submit(widget.text):
-            self.prompt.set_text(widget.text)
-
-    async def cancel_queued(self, reason: str = "the queued message was cancelled") -> bool:
-        """Give the queued text back to the message box; False when nothing was queued."""
-        widget, self.replies.queued = self.replies.queued, None
-        if widget is None:
-            return False
-        await widget.remove()
-        if not self.prompt.text.strip():
-            self.prompt.set_text(widget.text)
-        self.status_line.queued = False
-        self.status_line.redraw()
-        self.notify(f"{reason}: its text is back in the message box", timeout=4)
-        return True
+        text = await self.chat_pane.take_queued()
+        if text is not None and not await self.submit(text):
+            self.prompt.set_text(text)
 
     async def on_prompt_input_edit_last(self, event: PromptInput.EditLast) -> None:
         await self.action_edit_last()
@@ -166,29 +133,15 @@ class Replies(AppCore):
             self.notify("a reply is running: wait for it, or press Escape to stop it")
             return
         self.cancel_edit()
-        self.replies.editing = index
-        self.prompt.set_text(self.chat.conversation.messages[index].content)
-        self.prompt.focus()
-        if (widget := self.log_view.turn_widget(index)) is not None:
-            widget.add_class("-editing")
+        self.chat_pane.start_edit(index)
         self.set_status("editing your last message: Enter resends it (its reply is replaced), Escape cancels",
                         busy=False)
 
     def cancel_edit(self) -> bool:
-        if self.replies.editing is None:
+        if not self.chat_pane.end_edit():
             return False
-        if (widget := self.log_view.turn_widget(self.replies.editing)) is not None:
-            widget.remove_class("-editing")
-        self.replies.editing = None
-        self.prompt.clear()
         self.ready_status()
         return True
-
-    async def drop_turns(self, index: int) -> None:
-        """Take the turn at `index` and all after it out of the chat, the store and the log."""
-        self.replies.editing = None
-        self.chat.conversation.truncate(index)
-        await self.log_view.remove_from_turn(index)
 
     async def action_regenerate(self) -> None:
         """A new reply in place of the last one (current K, drafter and settings)."""
@@ -200,24 +153,17 @@ class Replies(AppCore):
             return
         self.cancel_edit()
         if messages[-1].role == "assistant":
-            await self.drop_turns(len(messages) - 1)
+            await self.chat_pane.drop_turns(len(messages) - 1)
         await self.start_reply()
 
     # ----- streaming -------------------------------------------------------------------------
-
-    def _target_widget(self, purpose: ReplyPurpose) -> AssistantMessage | None:
-        if purpose == "compare":
-            return self.replies.comparison.right if self.replies.comparison else None
-        return self.replies.reply_widget
 
     async def on_reply_update(self, message: ReplyUpdate) -> None:
         with suppress(NoMatches):  # a batch that arrives as the app closes finds its widgets gone
             await self._show_update(message)
 
     async def _show_update(self, message: ReplyUpdate) -> None:
-        widget = self._target_widget(message.purpose)
-        if widget is not None:
-            await widget.append(message.pieces)
+        widget = await self.chat_pane.show_pieces(message)
         if message.purpose != "reply":
             return
         k_label = None
@@ -277,15 +223,7 @@ class Replies(AppCore):
 
     async def end_reply(self) -> None:
         """Back to idle after a reply, a comparison or a failure."""
-        widget = self.replies.reply_widget
-        failed = ReplyFigures.failed()
-        if self.replies.busy == "reply" and widget is not None and widget.streaming:  # failed mid-reply
-            await widget.finish(failed, "failed")
-            self.chat.conversation.finish_reply(widget.text, failed, widget.reasoning)
-        if self.replies.busy == "compare" and self.replies.comparison and self.replies.comparison.right.streaming:
-            await self.replies.comparison.right.finish(failed, "failed")
-        self.replies.busy = None
-        self.replies.reply_widget = None
+        await self.chat_pane.end_streaming()
         if self.quit_state.quitting is not None:
             self.exit(return_code=self.quit_state.quitting)
             return
