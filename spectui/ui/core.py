@@ -27,7 +27,8 @@ from spectui.ui.status_line import StatusLine
 
 
 class AppCore(App[int]):
-    """The state every part of the app reads, each group written by its owner (see `state`)."""
+    """The state every part of the app reads, each group written by its owner (see `state`): the
+    app holds `pair` and `quit_state`, its chat pane `chat` and `replies`."""
 
     def __init__(self, options: ChatOptions, store_path: Path | None = None) -> None:
         super().__init__()

@@ -1,11 +1,11 @@
 """The app's state, grouped by the one part of the app that owns (writes) each piece.
 
-`SpectuiApp` holds one of each: `app.pair` (the loading side: `app.py`'s loading handlers,
-`workers.py`, `lifecycle.reload_first`), `app.chat` (the chat shown: `chat_actions.py`,
-`controls.py`'s new chat and colours), `app.replies` (the reply flow: `replies.py`, `controls.py`'s
-stop and comparison, `workers.generate_reply`'s batcher) and `app.quit_state` (`lifecycle.py`).
-Other parts read them; a field is written only by its owner (the notes on each say where else).
-The status line's text is the `StatusLine` widget's own, the panel's figures the `StatsPanel`'s.
+`app.pair` (PairState: the loading side, `app.py`'s loading handlers and `workers.py`) and
+`app.quit_state` (QuitState: `lifecycle.py`) are held by the app (`AppCore`); `app.chat`
+(ChatState) and `app.replies` (ReplyState) by the `ChatPane` widget (`#chat-column`), which draws
+them, and the app's `chat_actions.py`, `controls.py` and `replies.py` decide what changes in them.
+Other parts read them; the notes on each class and field say who else writes one. The status
+line's text is the `StatusLine` widget's own, the panel's figures the `StatsPanel`'s (`PanelState`).
 """
 
 from __future__ import annotations
@@ -69,8 +69,9 @@ class PairState:
 
 @dataclass
 class ChatState:
-    """The chat on screen and the store it is saved in. Owned by `chat_actions.py` (showing,
-    resuming, settings) and `controls.py` (new chat, colours)."""
+    """The chat on screen and the store it is saved in. Held by `ChatPane` (which draws a stored
+    chat and adds turns); `chat_actions.py` opens, resumes and sets chats up, `controls.py` starts
+    new ones and switches the colours."""
 
     store: SafeStore
     """The chats' SQLite store (UI thread only: the load worker gets the history read here)."""
@@ -86,8 +87,9 @@ class ChatState:
 
 @dataclass
 class ReplyState:
-    """The reply (or side-by-side re-run) in progress and the messages waiting for one. Owned by
-    `replies.py`; `controls.py` starts a comparison and stops, the reply worker sets the batcher."""
+    """The reply (or side-by-side re-run) in progress and the messages waiting for one. Held by
+    `ChatPane` (the queued message, the edit, the streamed widget); `replies.py` starts and ends
+    replies, `controls.py` starts a comparison and stops, the reply worker sets the batcher."""
 
     busy: ReplyPurpose | None = None
     """What is generating now (`reply` or `compare`); None when idle."""
