@@ -10,7 +10,7 @@ loading the pair again after a fault), `fit` (any terminal size down to 20x6).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
@@ -21,6 +21,7 @@ from spectui.catalog.demo import welcome
 from spectui.engine.drafters.spec import DrafterInfo
 from spectui.session.options import ChatOptions, for_pair, pair_drafter_kind
 from spectui.ui.chat_actions import ChatActions
+from spectui.ui.chat_pane import ChatHost
 from spectui.ui.chat_view import NoteMessage
 from spectui.ui.commands import ChatCommands
 from spectui.ui.controls import Controls
@@ -161,7 +162,7 @@ class SpectuiApp(Lifecycle, Fitting, Controls, Replies, ChatActions, EngineWorke
             self.notify("example openings are offered for a base model (completion mode) on a new chat")
 
     async def on_example_openings_picked(self, message: ExampleOpenings.Picked) -> None:
-        await self.submit(message.text)
+        await self.chat_pane.submit(message.text)
 
     async def on_baseline_measured(self, message: BaselineMeasured) -> None:
         calibration = message.calibration
@@ -172,7 +173,7 @@ class SpectuiApp(Lifecycle, Fitting, Controls, Replies, ChatActions, EngineWorke
         self.pair.ready = True
         self.ready_status()
         if self.replies.queued is not None:
-            await self.send_queued()
+            await self.chat_pane.send_queued()
 
     async def on_pair_ready(self, message: PairReady) -> None:
         kind = pair_drafter_kind(message.drafter, self.pair.options.drafter.kind)
@@ -195,4 +196,10 @@ class SpectuiApp(Lifecycle, Fitting, Controls, Replies, ChatActions, EngineWorke
         elif message.during == "pull":
             self.set_status("pull failed", busy=False)
         else:
-            await self.end_reply()
+            await self.chat_pane.end_reply()
+
+
+if TYPE_CHECKING:
+    def _hosts_the_chat_pane(app: SpectuiApp) -> ChatHost:
+        """The type checker's proof that the app gives the chat pane all it asks for."""
+        return app

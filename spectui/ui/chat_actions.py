@@ -31,13 +31,6 @@ CUSTOM = "custom"
 """The pair name of models given as files (`--target`/`--draft`), not a catalog pair."""
 
 
-def models_record(options: ChatOptions) -> dict[str, Any]:
-    """What a chat keeps of the models it runs with (what `--resume` reopens it with)."""
-    draft = options.drafter.draft
-    return {"pair": options.pair_name, "target": str(options.target), "draft": str(draft) if draft else None,
-            "drafter": options.drafter.kind}
-
-
 def recorded_options(options: ChatOptions, pair: str, models: dict[str, Any]) -> tuple[ChatOptions | None, str]:
     """The options to reopen a chat with its recorded models: (options, "") when they differ
     from `options` and are available, (None, why) when they are not, (None, "") when the chat

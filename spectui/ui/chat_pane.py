@@ -1,24 +1,69 @@
-"""`ChatPane`, the `#chat-column`: the status line, the chat log and the message box, and the
-state of what they show — the chat (`ChatState`) and the reply in progress (`ReplyState`).
+"""`ChatPane`, the `#chat-column`: the status line, the chat log and the message box, the state
+of what they show — the chat (`ChatState`) and the reply in progress (`ReplyState`) — and the
+reply flow through them.
 
-What happens in the pane is its own: the stored chat drawn into the log, the queued message
-(shown, taken, given back), the turn being edited (marked, dropped), the reply's pieces streamed
-into their widget and saved as they come, its end. When a reply may start, with what request, and
-what the panel and the models do is the app's (`replies.py`, `controls.py`), which calls these.
+- A message typed while the models load is queued (shown as such, said in the status line) and
+  sent once they are ready; Escape cancels it and gives the text back to the message box.
+- Up in an empty message box edits the last message: Enter resends it in place of the old turn
+  (which, with its reply, leaves the chat), Escape cancels. Ctrl+R regenerates the last reply with
+  the current K, drafter and settings. Either way the conversation, the store and the log drop
+  the replaced turn together (`Conversation.truncate`, `ChatLog.remove_from_turn`).
+- A reply runs through the reply core (`spectui.session.reply`): the pane builds its
+  `ReplyRequest` (`ChatOptions.reply_request`) and asks the app's reply worker for it; the
+  worker's `ReplyUpdate`s and `ReplyFinished` reach the app, which hands them here: pieces (answer
+  and thinking apart) into an `AssistantMessage`, its `ReplyFigures` under it and in the store.
+
+What the pane needs of the app it is in (the pair's state, the panel, the worker, loading again)
+is `ChatHost`, checked against `SpectuiApp` by the type checker.
 """
 
 from __future__ import annotations
 
+from typing import Any, Protocol, cast
+
+from rich.console import RenderableType
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
+from spectui import faults
 from spectui.chat.conversation import Conversation
-from spectui.session.figures import ReplyFigures, meta_line
+from spectui.chat.template import ChatMessage, PromptStyle
+from spectui.engine.config import DraftControl
+from spectui.session.baseline import Baseline, baseline_probe, from_stats
+from spectui.session.figures import ReplyFigures, comparison_verdict, describe_k, meta_line
+from spectui.session.options import ChatOptions
+from spectui.session.reply import ReplyDone, ReplyRequest
 from spectui.ui.chat_view import AssistantMessage, ChatLog, NoteMessage, UserMessage
-from spectui.ui.messages import ReplyPurpose, ReplyUpdate
+from spectui.ui.examples import ExampleOpenings
+from spectui.ui.messages import ReplyFinished, ReplyPurpose, ReplyUpdate
 from spectui.ui.prompt import PromptInput
-from spectui.ui.state import ChatState, ReplyState
+from spectui.ui.state import ChatState, PairState, QuitState, ReplyState
+from spectui.ui.stats_panel import StatsPanel
 from spectui.ui.status_line import StatusLine
+
+
+def models_record(options: ChatOptions) -> dict[str, Any]:
+    """What a chat keeps of the models it runs with (what `--resume` reopens it with)."""
+    draft = options.drafter.draft
+    return {"pair": options.pair_name, "target": str(options.target), "draft": str(draft) if draft else None,
+            "drafter": options.drafter.kind}
+
+
+class ChatHost(Protocol):
+    """What the chat pane asks of the app it is in (`SpectuiApp`)."""
+
+    @property
+    def pair(self) -> PairState: ...
+    @property
+    def quit_state(self) -> QuitState: ...
+    @property
+    def panel(self) -> StatsPanel: ...
+    def generate_reply(self, request: ReplyRequest, purpose: ReplyPurpose) -> object:
+        """Start the reply worker (its messages come back through `show_update`, `show_finished`)."""
+    async def reload_first(self, text: str) -> bool:
+        """Load the models again first when a fault asks for it (`text` is then queued)."""
+    def set_baseline(self, baseline: Baseline) -> None: ...
+    def exit(self, result: int | None = None, return_code: int = 0, message: RenderableType | None = None) -> None: ...
 
 
 class ChatPane(Vertical):
@@ -37,6 +82,10 @@ class ChatPane(Vertical):
         yield PromptInput(id="prompt")
 
     @property
+    def host(self) -> ChatHost:
+        return cast(ChatHost, self.app)
+
+    @property
     def log_view(self) -> ChatLog:
         return self.query_one("#log", ChatLog)
 
@@ -50,6 +99,128 @@ class ChatPane(Vertical):
 
     async def note(self, text: str, kind: str = "info") -> None:
         await self.log_view.add(NoteMessage(text, kind))
+
+    def set_status(self, text: str, fraction: float | None = None, *, busy: bool = True) -> None:
+        self.status_line.show(text, fraction, busy=busy)
+
+    def ready_status(self) -> None:
+        if self.host.pair.ready and self.replies.busy is None:
+            self.set_status(f"ready · {self.host.pair.options.models_label}", busy=False)
+
+    # ----- sending -------------------------------------------------------------------------------
+
+    async def on_prompt_input_submitted(self, event: PromptInput.Submitted) -> None:
+        event.stop()
+        text = event.text.strip()
+        if not text:
+            return
+        editing = self.replies.editing
+        if self.models_loading() and editing is None:
+            await self.queue(text)
+            return
+        if editing is None and await self.host.reload_first(text):
+            return
+        if editing is not None and self.can_generate():
+            await self.drop_turns(editing)
+        if await self.submit(text):
+            event.prompt.clear()
+
+    def models_loading(self) -> bool:
+        """Models are on their way (a message typed now can wait for them)."""
+        return not self.host.pair.ready and not self.host.pair.load_failed
+
+    async def submit(self, text: str) -> bool:
+        """Send `text` as the user's next message; False when no reply can start now."""
+        if not self.can_generate():
+            return False
+        for examples in self.query(ExampleOpenings):
+            await examples.remove()
+        self.prompt.focus()
+        await self.add_user_turn(text)
+        await self.start_reply()
+        return True
+
+    async def start_reply(self) -> None:
+        """A reply to the conversation as it stands (after a new message, or to regenerate)."""
+        conversation, options = self.chat.conversation, self.host.pair.options
+        conversation.update(pair=options.pair_name, models=models_record(options), mode=self.chat.mode)
+        title = "continuation" if self.chat.mode == "completion" else "assistant"
+        await self.open_reply(title)
+        self.host.panel.start_reply()
+        self.begin_generation("reply", conversation.prompt_messages(), self.host.pair.draft_control)
+
+    def can_generate(self) -> bool:
+        if self.host.pair.load_failed:
+            self.notify("no model is loaded (the error above says why): pick a pair with ctrl+p, "
+                        "or restart with --target/--draft", severity="warning")
+            return False
+        if not self.host.pair.ready:
+            self.notify("the models are still loading; one moment")
+            return False
+        if self.replies.busy is not None:
+            self.notify("a reply is running: wait for it, or press Escape to stop it")
+            return False
+        return True
+
+    def prompt_style(self) -> PromptStyle:
+        settings = self.chat.conversation.settings
+        return PromptStyle(self.chat.mode, settings.thinking, settings.reasoning_effort)
+
+    def begin_generation(self, purpose: ReplyPurpose, messages: list[ChatMessage], control: DraftControl) -> None:
+        """Ask the app's reply worker for a reply (or a side-by-side re-run) to `messages`."""
+        pair = self.host.pair
+        self.replies.busy = purpose
+        self.replies.stop_requested.clear()
+        self.set_status("generating… (Escape stops)", None)
+        probe = baseline_probe(pair.baseline, pair.load_meter.others()) if purpose == "reply" else 0
+        request = pair.options.reply_request(messages, control, settings=self.chat.conversation.settings,
+                                             style=self.prompt_style(),
+                                             baseline_probe=probe if control.enabled else 0,
+                                             recommended=pair.recommended_sampling)
+        self.host.generate_reply(request, purpose)
+
+    async def send_queued(self) -> None:
+        """The models are ready: send what was typed while they loaded."""
+        text = await self.take_queued()
+        if text is not None and not await self.submit(text):
+            self.prompt.set_text(text)
+
+    async def on_prompt_input_edit_last(self, event: PromptInput.EditLast) -> None:
+        event.stop()
+        await self.edit_last()
+
+    async def edit_last(self) -> None:
+        """Put the last message sent back in the box; Enter resends it in place of the old turn."""
+        index = self.chat.conversation.last_user_index
+        if index is None:
+            self.notify("nothing to edit yet: send a message first")
+            return
+        if self.replies.busy is not None:
+            self.notify("a reply is running: wait for it, or press Escape to stop it")
+            return
+        self.cancel_edit()
+        self.start_edit(index)
+        self.set_status("editing your last message: Enter resends it (its reply is replaced), Escape cancels",
+                        busy=False)
+
+    def cancel_edit(self) -> bool:
+        if not self.end_edit():
+            return False
+        self.ready_status()
+        return True
+
+    async def regenerate(self) -> None:
+        """A new reply in place of the last one (current K, drafter and settings)."""
+        messages = self.chat.conversation.messages
+        if not messages:
+            self.notify("nothing to regenerate yet: send a message first")
+            return
+        if not self.can_generate():
+            return
+        self.cancel_edit()
+        if messages[-1].role == "assistant":
+            await self.drop_turns(len(messages) - 1)
+        await self.start_reply()
 
     # ----- the chat shown ------------------------------------------------------------------------
 
@@ -156,13 +327,81 @@ class ChatPane(Vertical):
             return self.replies.comparison.right if self.replies.comparison else None
         return self.replies.reply_widget
 
-    async def show_pieces(self, message: ReplyUpdate) -> AssistantMessage | None:
-        """A batch of the reply's pieces into its widget (the reply's saved as it stands); the
-        widget, None when it is gone."""
+    async def show_update(self, message: ReplyUpdate) -> None:
+        """A batch from the reply worker: its pieces into their widget, the reply saved as it
+        stands, its cycles into the panel."""
         widget = self.streamed_widget(message.purpose)
         if widget is not None:
             await widget.append(message.pieces)
-        return widget
+        if message.purpose != "reply":
+            return
+        pair = self.host.pair
+        k_label = None
+        if message.cycles:
+            self.replies.last_cycle_k = message.cycles[-1].k
+            k_label = describe_k(pair.draft_control, pair.drafters, self.replies.last_cycle_k)
+        thinking = widget.in_reasoning if widget is not None and widget.reasoning_pieces else None
+        self.host.panel.reply_progress(message.cycles, message.totals, k_label, thinking)
+        if widget is not None:
+            self.chat.conversation.save_partial(widget.text, widget.reasoning)
+
+    async def show_finished(self, message: ReplyFinished) -> None:
+        """The reply worker's end: the figures under the reply (or the re-run's verdict), the
+        reply stored, a baseline it measured, a fault it met; then idle."""
+        finished = message.finished
+        figures = finished.figures
+        if message.speculation_off or finished.stats.probe_tokens:
+            source = ("side-by-side re-run" if message.purpose == "compare" else
+                      "reply with speculation off" if message.speculation_off else "probe at this reply's start")
+            if (fresh := from_stats(finished.stats, source, self.host.pair.load_meter.others())) is not None:
+                self.host.set_baseline(fresh)
+        if message.purpose == "compare":
+            await self._finish_comparison(figures)
+        else:
+            await self._finish_reply(finished)
+        if (fault := faults.of_finished(finished, "app")) is not None:
+            self.notify(fault.line, severity="error", timeout=15)
+            await self.note(fault.line, "error")
+            self.host.pair.reload_pending = self.host.pair.reload_pending or fault.reload
+        await self.end_reply()
+
+    async def _finish_reply(self, finished: ReplyDone) -> None:
+        widget = self.replies.reply_widget
+        figures = finished.figures
+        pair = self.host.pair
+        if widget is not None:
+            await widget.finish(figures, meta_line(figures, pair.options.show_timings))
+        text = widget.text if widget else finished.text
+        reasoning = widget.reasoning if widget else finished.reasoning
+        conversation = self.chat.conversation
+        if self.host.quit_state.quitting is not None and finished.reason == "cancelled":  # stopped by the quit:
+            conversation.save_interrupted(text, reasoning, {**figures.stored(), "reason": "interrupted"})  # whole
+        else:
+            conversation.finish_reply(text, figures, reasoning)
+        advice = self.host.panel.reply_finished(finished.stats, figures.thinking_tokens, pair.draft_same_model)
+        if advice:
+            self.notify(advice, severity="warning", timeout=10)
+
+    async def _finish_comparison(self, figures: ReplyFigures) -> None:
+        comparison = self.replies.comparison
+        if comparison is None:
+            return
+        timings = self.host.pair.options.show_timings
+        await comparison.right.finish(figures, meta_line(figures, timings))
+        same = comparison.left.text == comparison.right.text
+        comparison.set_verdict(comparison_verdict(comparison.left.figures, figures, same, timings))
+
+    async def end_reply(self) -> None:
+        """Back to idle after a reply, a comparison or a failure (or, quitting, out)."""
+        await self.end_streaming()
+        quitting = self.host.quit_state.quitting
+        if quitting is not None:
+            self.host.exit(return_code=quitting)
+            return
+        self.ready_status()
+        if self.replies.after_idle is not None:
+            callback, self.replies.after_idle = self.replies.after_idle, None
+            await callback()
 
     async def end_streaming(self) -> None:
         """The reply or re-run has ended: one still streaming (it failed midway) is marked failed,

@@ -8,12 +8,10 @@ from typing import TYPE_CHECKING
 from textual.worker import Worker
 
 from spectui.chat.conversation import Conversation
-from spectui.chat.template import ChatMessage
 from spectui.engine.config import DraftControl
 from spectui.engine.drafters.spec import DrafterInfo
 from spectui.ui.chat_view import AssistantMessage, Comparison
 from spectui.ui.core import AppCore
-from spectui.ui.messages import ReplyPurpose
 from spectui.ui.screens import ChatsScreen
 
 
@@ -23,12 +21,8 @@ class Controls(AppCore):
 
     if TYPE_CHECKING:  # the other parts' own, declared for the type checker only: at run time
         # nothing here may shadow them (the parts come before their owners in the app's MRO)
-        def can_generate(self) -> bool: ...
-        def begin_generation(self, purpose: ReplyPurpose, messages: list[ChatMessage],
-                             control: DraftControl) -> None: ...
         def prepare_pair(self, name: str, pulled: bool) -> Worker[None]: ...
         def new_conversation(self) -> Conversation: ...
-        def cancel_edit(self) -> bool: ...
         def apply_chat_mode(self) -> None: ...
         def refresh_settings(self) -> None: ...
         async def show_examples(self) -> None: ...
@@ -78,14 +72,14 @@ class Controls(AppCore):
         if original is None or upto is None or original.streaming:
             self.notify("nothing to compare yet: send a message first")
             return
-        if not self.can_generate():
+        if not self.chat_pane.can_generate():
             return
         self.replies.comparison = Comparison(original)
         await self.log_view.add(self.replies.comparison)
         self.replies.comparison.right.set_colouring(self.chat.colouring)
         self.replies.comparison.left.set_colouring(self.chat.colouring)
         messages = self.chat.conversation.prompt_messages(upto + 1)
-        self.begin_generation("compare", messages, DraftControl(0, enabled=False))
+        self.chat_pane.begin_generation("compare", messages, DraftControl(0, enabled=False))
 
     def action_toggle_colours(self) -> None:
         self.chat.colouring = not self.chat.colouring
@@ -97,7 +91,7 @@ class Controls(AppCore):
         """Escape: stop the reply; else cancel the queued message; else stop editing."""
         if self.replies.busy is not None:
             self.stop_reply()
-        elif not await self.chat_pane.cancel_queued() and self.cancel_edit():
+        elif not await self.chat_pane.cancel_queued() and self.chat_pane.cancel_edit():
             self.notify("edit cancelled", timeout=2)
 
     def stop_reply(self) -> None:
@@ -109,7 +103,7 @@ class Controls(AppCore):
         await self.when_idle(self._new_chat)
 
     async def _new_chat(self) -> None:
-        self.cancel_edit()
+        self.chat_pane.cancel_edit()
         self.chat.conversation = self.new_conversation()
         await self.log_view.remove_children()
         self.panel.start_chat()
@@ -138,7 +132,7 @@ class Controls(AppCore):
             return
 
         async def reopen() -> None:
-            self.cancel_edit()
+            self.chat_pane.cancel_edit()
             await self.show_conversation(Conversation.open(self.chat.store, chat_id, self.pair.options.chat_settings()))
 
         await self.when_idle(reopen)

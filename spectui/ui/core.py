@@ -70,11 +70,10 @@ class AppCore(App[int]):
         return self.chat_pane.status_line
 
     def set_status(self, text: str, fraction: float | None = None, *, busy: bool = True) -> None:
-        self.status_line.show(text, fraction, busy=busy)
+        self.chat_pane.set_status(text, fraction, busy=busy)
 
     def ready_status(self) -> None:
-        if self.pair.ready and self.replies.busy is None:
-            self.set_status(f"ready · {self.pair.options.models_label}", busy=False)
+        self.chat_pane.ready_status()
 
     def set_baseline(self, baseline: Baseline) -> None:
         """A baseline measured for the loaded pair (after load, or by a reply that measured one)."""
