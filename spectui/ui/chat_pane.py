@@ -227,23 +227,7 @@ class ChatPane(Vertical):
     async def show_conversation(self, conversation: Conversation, show_timings: bool) -> None:
         """Replace the log with a stored conversation (resume, or picked from the list)."""
         self.chat.conversation = conversation
-        log = self.log_view
-        await log.remove_children()
-        if conversation.system:
-            await self.note(f"system prompt: {conversation.system}")
-        for turn, message in enumerate(conversation.messages):
-            if message.role == "user":
-                await log.add(UserMessage(message.content, turn))
-            elif message.role == "assistant":
-                await log.add(self.stored_reply(conversation, turn, show_timings))
-
-    def stored_reply(self, conversation: Conversation, turn: int, show_timings: bool) -> AssistantMessage:
-        message, figures = conversation.messages[turn], ReplyFigures.from_stored(conversation.stats(turn))
-        meta = ("interrupted (saved before it finished)" if conversation.interrupted(turn)
-                else meta_line(figures, show_timings))
-        widget = AssistantMessage(message.content, meta=meta, figures=figures, reasoning=message.reasoning, turn=turn)
-        widget.set_colouring(self.chat.colouring)
-        return widget
+        await self.log_view.show_stored(conversation, self.chat.colouring, show_timings)
 
     async def add_user_turn(self, text: str) -> None:
         """The user's next message, into the chat and the log."""

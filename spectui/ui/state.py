@@ -3,7 +3,8 @@
 `app.pair` (PairState: the loading side, `app.py`'s loading handlers and `workers.py`) and
 `app.quit_state` (QuitState: `lifecycle.py`) are held by the app (`AppCore`); `app.chat`
 (ChatState) and `app.replies` (ReplyState) by the `ChatPane` widget (`#chat-column`), which draws
-them, and the app's `chat_actions.py`, `controls.py` and `replies.py` decide what changes in them.
+them and runs the reply flow; the app's `chat_actions.py` and `controls.py` open chats and set
+them up, start comparisons and stop replies.
 Other parts read them; the notes on each class and field say who else writes one. The status
 line's text is the `StatusLine` widget's own, the panel's figures the `StatsPanel`'s (`PanelState`).
 """
@@ -88,8 +89,8 @@ class ChatState:
 @dataclass
 class ReplyState:
     """The reply (or side-by-side re-run) in progress and the messages waiting for one. Held by
-    `ChatPane` (the queued message, the edit, the streamed widget); `replies.py` starts and ends
-    replies, `controls.py` starts a comparison and stops, the reply worker sets the batcher."""
+    `ChatPane`, which runs the reply flow; `controls.py` starts a comparison and stops a reply,
+    the reply worker sets the batcher."""
 
     busy: ReplyPurpose | None = None
     """What is generating now (`reply` or `compare`); None when idle."""
