@@ -9,12 +9,10 @@ reply flow through them.
   the current K, drafter and settings. Either way the conversation, the store and the log drop
   the replaced turn together (`Conversation.truncate`, `ChatLog.remove_from_turn`).
 - A reply runs through the reply core (`spectui.session.reply`): the pane builds its
-  `ReplyRequest` (`ChatOptions.reply_request`) and asks the app's reply worker for it; the
-  worker's `ReplyUpdate`s and `ReplyFinished` reach the app, which hands them here: pieces (answer
-  and thinking apart) into an `AssistantMessage`, its `ReplyFigures` under it and in the store.
-
-What the pane needs of the app it is in (the pair's state, the panel, the worker, loading again)
-is `ChatHost`, checked against `SpectuiApp` by the type checker.
+  `ReplyRequest` (`ChatOptions.reply_request`) and asks the app's reply worker for it (what it
+  asks of the app is `ChatHost`, checked against `SpectuiApp`); the worker's messages reach the
+  app, which hands them here: pieces (answer and thinking apart) into an `AssistantMessage`, its
+  `ReplyFigures` under it and in the store.
 """
 
 from __future__ import annotations
@@ -63,15 +61,16 @@ class ChatHost(Protocol):
     async def reload_first(self, text: str) -> bool:
         """Load the models again first when a fault asks for it (`text` is then queued)."""
     def set_baseline(self, baseline: Baseline) -> None: ...
-    def exit(self, result: int | None = None, return_code: int = 0, message: RenderableType | None = None) -> None: ...
+    def exit(self, result: int | None = None, return_code: int = 0,
+             message: RenderableType | None = None) -> None: ...
 
 
 class ChatPane(Vertical):
     """Owns `chat` (the conversation shown, its store, mode, colours) and `replies` (the reply in
-    progress, the queued message, the edit); the app's parts read them through `app.chat` and
-    `app.replies`."""
+    progress, the queued message, the edit), and runs the reply flow; the app's parts read them
+    through `app.chat` and `app.replies`."""
 
-    def __init__(self, chat: ChatState, *, id: str) -> None:  # Textual's own name
+    def __init__(self, chat: ChatState, *, id: str) -> None:
         super().__init__(id=id)
         self.chat = chat
         self.replies = ReplyState()
@@ -306,15 +305,12 @@ class ChatPane(Vertical):
         self.chat.conversation.start_reply()
         return widget
 
-    def streamed_widget(self, purpose: ReplyPurpose) -> AssistantMessage | None:
-        if purpose == "compare":
-            return self.replies.comparison.right if self.replies.comparison else None
-        return self.replies.reply_widget
-
     async def show_update(self, message: ReplyUpdate) -> None:
         """A batch from the reply worker: its pieces into their widget, the reply saved as it
         stands, its cycles into the panel."""
-        widget = self.streamed_widget(message.purpose)
+        widget, comparison = self.replies.reply_widget, self.replies.comparison
+        if message.purpose == "compare":
+            widget = comparison.right if comparison else None
         if widget is not None:
             await widget.append(message.pieces)
         if message.purpose != "reply":
