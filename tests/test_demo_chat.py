@@ -38,10 +38,10 @@ def bare_spectui(*argv: str):
 def test_a_bare_start_opens_the_chat_demo_and_samples_as_people_chat(chat_demo) -> None:
     async def scenario() -> None:
         app = bare_spectui("--max-tokens", "24")
-        assert app.options.pair_name == "demo"
+        assert app.pair.options.pair_name == "demo"
         async with app.run_test(size=SIZE) as pilot:
             await ready(pilot)
-            assert app.mode == "chat"  # the GGUF's ChatML template, not a base model's completion
+            assert app.chat.mode == "chat"  # the GGUF's ChatML template, not a base model's completion
             assert "tiny chat model" in shown(app.query_one(".welcome", Static))
             header = shown(app.query_one("#settings-line", Static))
             assert header.startswith("T=0.8 top-p 0.95 top-k 40 min-p 0.05 (llama.cpp's defaults) · seed random")
@@ -65,7 +65,7 @@ def test_greedy_the_demo_answers_and_speculation_changes_nothing(chat_demo) -> N
             assert "Paris" in finished.finished.text
             assert finished.finished.stats.drafted > 0  # the draft took part
             await pilot.press("f5")  # the same prompt with speculation off, side by side
-            await until(pilot, lambda: len(app.finishes) == 2 and app.busy is None, "the comparison")
+            await until(pilot, lambda: len(app.finishes) == 2 and app.replies.busy is None, "the comparison")
             comparison = app.query_one(Comparison)
             assert comparison.left.text == comparison.right.text == finished.finished.text
 

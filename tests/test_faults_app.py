@@ -120,7 +120,7 @@ async def test_quitting_mid_reply_saves_everything_streamed_marked_interrupted(p
     if how.startswith("SIG"):
         number = getattr(signal, how)
         assert code == 128 + number
-        assert app.quit_line is not None and "the reply in progress was saved" in app.quit_line
+        assert app.quit_state.quit_line is not None and "the reply in progress was saved" in app.quit_state.quit_line
     else:
         assert code == 0
     resumed = RecordingApp(options(pair, resume=True))
@@ -199,7 +199,7 @@ async def test_a_worker_killed_mid_reply_keeps_the_reply_and_the_next_message_re
 
             # not back yet: the reload says so in one line and gives the message back
             await send(pilot, "Are you there?", wait=False)
-            await until(pilot, lambda: app.load_failed, "the reload to fail")
+            await until(pilot, lambda: app.pair.load_failed, "the reload to fail")
             assert f"worker 127.0.0.1:{port} refused the connection" in notes(app, "error")[-1]
             assert app.prompt.text == "Are you there?"
 
@@ -208,12 +208,12 @@ async def test_a_worker_killed_mid_reply_keeps_the_reply_and_the_next_message_re
             await until(pilot, lambda: len(app.finishes) == 2, "the reply over the new worker")
             assert any("loading" in n and "again" in n for n in notes(app))
             assert app.finishes[-1].finished.reason == "length"
-            assert app.session.generator.target.rpc is not None
+            assert app.pair.session.generator.target.rpc is not None
     finally:
         worker.stop()
         if back is not None:
             back.stop()
-    assert app.crash_line is None
+    assert app.quit_state.crash_line is None
 
 
 @needs_rpc
@@ -253,7 +253,7 @@ async def test_a_worker_killed_while_the_pair_loads_is_one_line_and_the_next_mes
     app = RecordingApp(options(pair, rpc=worker.endpoint))
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.load_failed, "the load to fail")
+            await until(pilot, lambda: app.pair.load_failed, "the load to fail")
             patch.undo()
             line = notes(app, "error")[-1]
             assert f"worker {worker.endpoint} stopped answering" in line and "\n" not in line
@@ -289,7 +289,7 @@ async def test_a_model_file_changed_mid_reply_ends_it_in_one_line_keeping_the_te
         assert line.endswith("put the file back (or pull the pair again); your next message loads the pair again")
         assert app.query(AssistantMessage)[-1].text == finished.text
         assert saved_reply()[0] == finished.text
-    assert app.crash_line is None
+    assert app.quit_state.crash_line is None
 
 
 @run_async
@@ -301,7 +301,7 @@ async def test_a_model_file_truncated_between_replies_is_said_and_loads_again_on
         await send(pilot, "Hello")
         os.truncate(pair.target, pair.target.stat().st_size // 3)
         await send(pilot, "Again", wait=False)
-        await until(pilot, lambda: app.load_failed, "the reload to fail on the cut file")
+        await until(pilot, lambda: app.pair.load_failed, "the reload to fail on the cut file")
         warning = next(n for n in notes(app, "warning") if "truncated" in n)
         assert warning.startswith("target.gguf was truncated on disk after it was loaded")
         assert "target.gguf" in notes(app, "error")[-1] and app.prompt.text == "Again"
@@ -310,7 +310,7 @@ async def test_a_model_file_truncated_between_replies_is_said_and_loads_again_on
         await pilot.press("enter")
         await until(pilot, lambda: len(app.finishes) == 2, "the reply once the file is back")
         assert app.finishes[-1].finished.reason == "length"
-    assert app.crash_line is None
+    assert app.quit_state.crash_line is None
 
 
 @run_async
@@ -358,7 +358,7 @@ def test_the_sigbus_handler_saves_the_reply_on_screen_and_names_the_file(pair, m
             content, complete, stats = saved_reply()
             assert content.startswith(on_screen) and on_screen  # and what was on its way
             assert (complete, stats.get("reason")) == (False, "interrupted")
-            app.stop_requested.set()  # the held thread must not read the cut weights: it stops at once
+            app.replies.stop_requested.set()  # the held thread must not read the cut weights: it stops at once
             app.release()
 
     asyncio.run(scenario())

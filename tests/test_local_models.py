@@ -347,10 +347,10 @@ async def test_the_in_app_picker_lists_a_local_model_with_its_draft_and_loads_th
         label = "local ollama:tiny:7b + ollama:someone/tinier:q8"
         await until(pilot, lambda: label in _palette_text(app), "the local pair in the palette")
         await pilot.press("enter")
-        await until(pilot, lambda: app.options.pair_name == "ollama:tiny:7b", "the switch to the local pair")
+        await until(pilot, lambda: app.pair.options.pair_name == "ollama:tiny:7b", "the switch to the local pair")
         await ready(pilot)
-        assert app.options.target == stores.blob(stores.files.target)
-        assert app.options.drafter.draft == stores.blob(stores.files.draft)
+        assert app.pair.options.target == stores.blob(stores.files.target)
+        assert app.pair.options.drafter.draft == stores.blob(stores.files.draft)
         # titled by their Ollama names, not their blobs' sha256-... file names
         assert "tiny:7b + someone/tinier:q8" in app.sub_title and "sha256" not in app.sub_title
         assert "draft model someone/tinier:q8" in app.panel.state.drafter_label

@@ -382,21 +382,21 @@ async def test_the_drafter_key_switches_from_the_next_cycle_of_a_running_reply(p
     app = GatedApp(options(pair, drafter=DrafterSpec(kind="model", draft=pair.draft), max_tokens=64))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        assert app.drafters.kinds == ("model", "ngram", "suffix", "model+ngram", "model+suffix")
+        assert app.pair.drafters.kinds == ("model", "ngram", "suffix", "model+ngram", "model+suffix")
         assert "draft model" in figures_text(app)
         await send(pilot, "Tell me about gears.", wait=False)
         await held(pilot)
         cycles_before = sum(len(u.cycles) for u in app.updates)
         await pilot.press("f7")
-        assert app.draft_control.drafter == "ngram"
+        assert app.pair.draft_control.drafter == "ngram"
         assert "n-gram lookup" in figures_text(app)
         app.release()
-        await until(pilot, lambda: app.busy is None, "the reply to finish")
+        await until(pilot, lambda: app.replies.busy is None, "the reply to finish")
         sources = [c.source for u in app.updates for c in u.cycles]
         assert set(sources[:cycles_before]) == {"model"}
         assert set(sources[cycles_before:]) == {"ngram"}  # the very next cycle, and every one after
         await pilot.press("f7", "f7", "f7")
-        assert app.draft_control.drafter == "model+suffix"
+        assert app.pair.draft_control.drafter == "model+suffix"
         assert "suffix lookup" in figures_text(app) and "draft model" in figures_text(app)
         await pilot.press("f6")
         legend = shown(app.query_one("#legend", Static))
@@ -418,6 +418,6 @@ async def test_the_app_hands_the_suffix_drafter_its_past_chats(pair) -> None:
     app = RecordingApp(options(pair))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        assert app.drafters.default == "model+suffix"
-        assert "1 past chat" in app.drafters.labels["suffix"]
+        assert app.pair.drafters.default == "model+suffix"
+        assert "1 past chat" in app.pair.drafters.labels["suffix"]
         assert "suffix lookup (1 past chat) + draft model" in figures_text(app)

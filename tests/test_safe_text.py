@@ -247,7 +247,7 @@ async def test_a_load_error_quoting_a_hostile_path_is_shown_as_text(tiny_pair, t
     missing = tmp_path / f"{FILE_MARKUP}{HOSTILE}.gguf"
     app = RecordingApp(options(tiny_pair, target=missing))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.load_failed, "the failed load")
+        await until(pilot, lambda: app.pair.load_failed, "the failed load")
         error = shown(app.query_one(".note-message.error", NoteMessage))
         assert f"model file not found: {tmp_path}/{FILE_MARKUP}{SHOWN}.gguf" in " ".join(error.split())
         assert any(f"{FILE_MARKUP}{SHOWN}" in str(n.message) and not n.markup for n in app._notifications)
@@ -260,7 +260,7 @@ async def test_a_chat_template_error_is_shown_as_text(tmp_path: Path, spectui_ho
     pair = tiny_gguf.write_pair(tmp_path / "models", spec=tiny_gguf.TinySpec(chat_template=template))
     app = RecordingApp(options(pair))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.ready or app.load_failed, "the load")
+        await until(pilot, lambda: app.pair.ready or app.pair.load_failed, "the load")
         app.prompt.load_text("Hello")
         await pilot.press("enter")
         await until(pilot, lambda: any(MARKUP in str(n.message) for n in app._notifications), "the error toast")

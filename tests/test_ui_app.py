@@ -64,7 +64,7 @@ class RecordingApp(SpectuiApp):
         self.updates: list[ReplyUpdate] = []
         self.finishes: list[ReplyFinished] = []
         self.update_interval = 0.0
-        self.load_meter = StillMachine()  # type: ignore[assignment]
+        self.pair.load_meter = StillMachine()  # type: ignore[assignment]
 
     def on_reply_update(self, message: ReplyUpdate) -> None:
         self.updates.append(message)
@@ -111,7 +111,7 @@ async def until(pilot: Pilot, condition: Callable[[], object], what: str) -> Non
 
 async def ready(pilot: Pilot) -> None:
     app = pilot.app
-    await until(pilot, lambda: app.ready, "the models to load and the baseline to be measured")
+    await until(pilot, lambda: app.pair.ready, "the models to load and the baseline to be measured")
 
 
 async def send(pilot: Pilot, text: str, wait: bool = True) -> None:
@@ -120,7 +120,7 @@ async def send(pilot: Pilot, text: str, wait: bool = True) -> None:
     app.prompt.load_text(text)
     await pilot.press("enter")
     if wait:
-        await until(pilot, lambda: len(app.finishes) > finished_before and app.busy is None,
+        await until(pilot, lambda: len(app.finishes) > finished_before and app.replies.busy is None,
                     "the reply to finish")
 
 
@@ -150,8 +150,8 @@ async def test_reply_streams_and_panel_shows_acceptance_and_baseline(pair) -> No
     app = RecordingApp(options(pair))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        assert app.baseline is not None and app.baseline.tokens_per_second > 0
-        assert app.baseline.source == "calibration after load"
+        assert app.pair.baseline is not None and app.pair.baseline.tokens_per_second > 0
+        assert app.pair.baseline.source == "calibration after load"
         await send(pilot, "Tell me about gears.")
         [finished] = app.finishes
         streamed = "".join(piece.text for update in app.updates for piece in update.pieces)
@@ -182,15 +182,15 @@ async def test_k_keys_change_k_from_the_next_cycle_of_a_running_reply(pair) -> N
         await held(pilot)
         cycles_before = sum(len(u.cycles) for u in app.updates)
         await pilot.press("f3", "f3")
-        assert app.draft_control.k == 4
+        assert app.pair.draft_control.k == 4
         assert "4" in figures_text(app)
         app.release()
-        await until(pilot, lambda: app.busy is None, "the reply to finish")
+        await until(pilot, lambda: app.replies.busy is None, "the reply to finish")
         ks = [c.k for u in app.updates for c in u.cycles]
         assert set(ks[:cycles_before]) == {2}
         assert ks[cycles_before] == 4  # the very next cycle used the new K
         await pilot.press("f2")
-        assert app.draft_control.k == 3
+        assert app.pair.draft_control.k == 3
 
 
 @run_async
@@ -203,16 +203,16 @@ async def test_a_stale_baseline_is_measured_again_by_a_probe_at_the_start_of_the
     app = RecordingApp(options(pair, max_tokens=48))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        old = app.baseline
-        app.baseline = replace(old, measured_at=old.measured_at - timedelta(minutes=30))
-        assert "30 min ago" in app.baseline.describe()
+        old = app.pair.baseline
+        app.pair.baseline = replace(old, measured_at=old.measured_at - timedelta(minutes=30))
+        assert "30 min ago" in app.pair.baseline.describe()
         await send(pilot, "Count to ten.")
         cycles = [c for u in app.updates for c in u.cycles]
         probes = [c for c in cycles if c.probe]
         assert len(probes) == PROBE_TOKENS and cycles[:PROBE_TOKENS] == probes
         assert all(c.k == 0 and c.drafted == 0 for c in probes) and any(c.drafted for c in cycles[PROBE_TOKENS:])
-        assert app.baseline.source == "probe at this reply's start" and app.baseline.tokens == PROBE_TOKENS
-        assert "(just now)" in app.baseline.describe()
+        assert app.pair.baseline.source == "probe at this reply's start" and app.pair.baseline.tokens == PROBE_TOKENS
+        assert "(just now)" in app.pair.baseline.describe()
         totals = app.panel.state.totals
         assert totals.probe_tokens == PROBE_TOKENS
         assert totals.decode_tokens == totals.generated_tokens - 1 - PROBE_TOKENS
@@ -223,18 +223,18 @@ async def test_speculation_toggle_runs_a_reply_with_k0_and_refreshes_the_baselin
     app = RecordingApp(options(pair))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        calibration = app.baseline
+        calibration = app.pair.baseline
         await pilot.press("f4")
-        assert not app.draft_control.enabled
+        assert not app.pair.draft_control.enabled
         assert "off (K=4 when on)" in figures_text(app)
         await send(pilot, "Hello")
         cycles = [c for u in app.updates for c in u.cycles]
         assert cycles and all(c.k == 0 and c.drafted == 0 for c in cycles)
         assert app.finishes[-1].speculation_off
-        assert app.baseline is not calibration
-        assert app.baseline.source == "reply with speculation off"
+        assert app.pair.baseline is not calibration
+        assert app.pair.baseline.source == "reply with speculation off"
         await pilot.press("f4")
-        assert app.draft_control.enabled and app.draft_control.effective_k() == 4
+        assert app.pair.draft_control.enabled and app.pair.draft_control.effective_k() == 4
 
 
 @run_async
@@ -246,7 +246,7 @@ async def test_escape_stops_a_long_reply(pair) -> None:
         await held(pilot)
         await pilot.press("escape")
         app.release()
-        await until(pilot, lambda: app.busy is None, "the stopped reply to end")
+        await until(pilot, lambda: app.replies.busy is None, "the stopped reply to end")
         finished = app.finishes[-1].finished
         assert finished.reason == "cancelled"
         assert finished.stats.generated_tokens < 4000
@@ -263,13 +263,13 @@ async def test_compare_reruns_the_last_prompt_with_speculation_off(pair) -> None
         await ready(pilot)
         await send(pilot, "Name three colours.")
         await pilot.press("f5")
-        await until(pilot, lambda: len(app.finishes) == 2 and app.busy is None, "the comparison")
+        await until(pilot, lambda: len(app.finishes) == 2 and app.replies.busy is None, "the comparison")
         comparison = app.query_one(Comparison)
         assert comparison.left.text == comparison.right.text != ""  # greedy: lossless
         verdict = shown(comparison.query_one(".verdict", Static))
         assert "identical text" in verdict and "speculation off" in verdict
-        assert app.baseline is not None and app.baseline.source == "side-by-side re-run"
-        assert len(app.conversation.messages) == 2  # the re-run is not a new turn
+        assert app.pair.baseline is not None and app.pair.baseline.source == "side-by-side re-run"
+        assert len(app.chat.conversation.messages) == 2  # the re-run is not a new turn
 
 
 @run_async
@@ -304,7 +304,7 @@ async def test_chat_is_saved_and_resumed(pair) -> None:
         users = [shown(m) for m in second.query(UserMessage)]
         assert users == ["Remember the word kiwi."]
         assert second.query_one(AssistantMessage).text == answer
-        assert second.conversation.system == "Be brief."
+        assert second.chat.conversation.system == "Be brief."
         await send(pilot, "Which word?")
         assert len(second.query(AssistantMessage)) == 2
     store = ChatStore(chats_db_path())
@@ -341,10 +341,10 @@ async def test_incompatible_pair_is_reported_and_the_app_stays_usable(pair, inco
         await until(pilot, lambda: app.query(".note-message.error"), "the load error")
         error = shown(app.query_one(".note-message.error", NoteMessage))
         assert "does not share the tokenizer" in error and "token 100" in error
-        assert not app.ready
+        assert not app.pair.ready
         await send(pilot, "Hello?", wait=False)
         await pilot.pause()
-        assert app.busy is None and not app.query(UserMessage)  # refused politely, not crashed
+        assert app.replies.busy is None and not app.query(UserMessage)  # refused politely, not crashed
         app.start_loading(options(pair))  # picking a good pair afterwards works
         await ready(pilot)
         await send(pilot, "Hello")
@@ -366,14 +366,14 @@ async def test_a_base_model_opens_in_completion_mode_with_examples(tmp_path: Pat
         assert app.focused is not None and app.focused.id == "example-story"
         finished_before = len(app.finishes)
         await pilot.press("enter")
-        await until(pilot, lambda: len(app.finishes) > finished_before and app.busy is None, "the continuation")
+        await until(pilot, lambda: len(app.finishes) > finished_before and app.replies.busy is None, "the continuation")
         assert not app.query(ExampleOpenings)  # gone once the chat has begun
         user = app.query_one(UserMessage)
         assert shown(user).startswith("The lighthouse keeper found the bottle")
         reply = app.query(AssistantMessage).last()
         assert reply.border_title == "continuation"
-        prompt = app.session.prompt_tokens(app.conversation.prompt_messages()[:1])
-        text = app.session.generator.target.detokenize(prompt)
+        prompt = app.pair.session.prompt_tokens(app.chat.conversation.prompt_messages()[:1])
+        text = app.pair.session.generator.target.detokenize(prompt)
         assert text == EXAMPLES[0][1] and "User:" not in text
 
 
@@ -383,9 +383,9 @@ async def test_a_chat_model_keeps_its_template_and_shows_no_examples(pair) -> No
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         assert app.sub_title.startswith("chat ·") and not app.query(ExampleOpenings)
-        prompt = app.session.prompt_tokens([ChatMessage("user", "Hi")])
+        prompt = app.pair.session.prompt_tokens([ChatMessage("user", "Hi")])
         assert prompt[0] == tiny_gguf.IM_START_ID  # the template's control token, parsed
-        assert app.session.generator.target.detokenize(prompt) == "user\nHi\nassistant\n"
+        assert app.pair.session.generator.target.detokenize(prompt) == "user\nHi\nassistant\n"
 
 
 @run_async
@@ -414,9 +414,9 @@ async def test_pair_picker_lists_pulled_pairs_and_loads_the_chosen_one(pair, tmp
         await until(pilot, lambda: "tiny-other" in _palette_text(app), "the pair in the palette")
         assert "pulled" in _palette_text(app)
         await pilot.press("enter")
-        await until(pilot, lambda: app.options.pair_name == "tiny-other", "the pair switch")
+        await until(pilot, lambda: app.pair.options.pair_name == "tiny-other", "the pair switch")
         await ready(pilot)
-        assert app.options.target.samefile(other.target)
+        assert app.pair.options.target.samefile(other.target)
         await send(pilot, "Hello from the other pair")
         assert app.finishes[-1].finished.text
 
@@ -456,8 +456,8 @@ async def test_quitting_mid_reply_cancels_the_worker_and_frees_the_models(pair) 
         threading.Timer(0.3, app.release).start()  # the thread resumes while the app quits
         await pilot.press("ctrl+q")
     assert worker.is_cancelled
-    assert app.session.generator is None  # closed once the worker let go of it
-    assert app.stop_requested.is_set()
+    assert app.pair.session.generator is None  # closed once the worker let go of it
+    assert app.replies.stop_requested.is_set()
 
 
 @run_async

@@ -44,19 +44,19 @@ async def test_a_reasoning_reply_streams_its_thinking_then_folds_it(thinking) ->
         await ready(pilot)
         await send(pilot, "How many gears?", wait=False)
         await held(pilot)
-        widget = app.reply_widget
+        widget = app.replies.reply_widget
         assert widget is not None
         await until(pilot, lambda: widget.reasoning.startswith("Let"), "the thinking to stream")
         block = widget.thinking
         assert block.display and not block.collapsed and block.title == "thinking…" and widget.text == ""
         assert "so far…" in figures_text(app)
         app.release()
-        await until(pilot, lambda: app.busy is None, "the reply")
+        await until(pilot, lambda: app.replies.busy is None, "the reply")
         assert block.collapsed and block.title == "thought for 6 tokens"
         assert (widget.reasoning, widget.text.strip()) == (REASONING, REPLY)
         assert widget.figures.thinking_tokens == 6 and widget.meta.startswith("10 tokens (6 thinking)")
         assert "thinking         6 tokens" in figures_text(app)
-        assert app.conversation.messages[-1].reasoning == REASONING
+        assert app.chat.conversation.messages[-1].reasoning == REASONING
     store = ChatStore(chats_db_path())
     reply = store.messages(store.last_chat_id())[-1]
     assert (reply.reasoning, reply.content.strip()) == (REASONING, REPLY)
@@ -69,9 +69,9 @@ async def test_earlier_replies_go_back_the_way_a_qwen3_style_template_wants(thin
         await ready(pilot)
         await send(pilot, "How many gears?")
         await send(pilot, "Sure?")
-        chat_format = app.session.chat_format
+        chat_format = app.pair.session.chat_format
         assert chat_format is not None and chat_format.reasoning_key == "reasoning_content"
-        second_prompt = chat_format.render(app.conversation.prompt_messages(3), style=app.requests[-1].style)
+        second_prompt = chat_format.render(app.chat.conversation.prompt_messages(3), style=app.requests[-1].style)
         assert REPLY in second_prompt and REASONING not in second_prompt
 
 
@@ -83,7 +83,7 @@ async def test_a_template_that_keeps_reasoning_gets_it_back(tmp_path: Path, spec
         await ready(pilot)
         await send(pilot, "How many gears?")
         await send(pilot, "Sure?")
-        prompt = app.session.chat_format.render(app.conversation.prompt_messages(3))
+        prompt = app.pair.session.chat_format.render(app.chat.conversation.prompt_messages(3))
         assert f"<think>{REASONING}</think>\n\n{REPLY}" in prompt
 
 
@@ -108,17 +108,17 @@ async def test_ctrl_t_turns_thinking_off_where_the_template_takes_enable_thinkin
         await ready(pilot)
         assert shown(app.query_one("#settings-line", Static)).endswith("thinking on")
         await pilot.press("ctrl+t")
-        assert not app.conversation.settings.thinking
+        assert not app.chat.conversation.settings.thinking
         assert shown(app.query_one("#settings-line", Static)).endswith("thinking off")
         await send(pilot, "How many gears?")
         style = app.requests[-1].style
         assert style is not None and not style.thinking
-        prompt = app.session.chat_format.render(app.conversation.prompt_messages(1), style=style)
+        prompt = app.pair.session.chat_format.render(app.chat.conversation.prompt_messages(1), style=style)
         assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
         await pilot.press("ctrl+t")
-        assert app.conversation.settings.thinking
+        assert app.chat.conversation.settings.thinking
     plain = RecordingApp(options(tiny_pair))
     async with plain.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await pilot.press("ctrl+t")
-        assert "no thinking switch" in toasts(plain) and plain.conversation.settings.thinking
+        assert "no thinking switch" in toasts(plain) and plain.chat.conversation.settings.thinking

@@ -102,7 +102,7 @@ async def test_an_unwritable_home_runs_the_chat_unsaved_and_says_so(
         assert app.sub_title.endswith("· chats not saved")
         await send(pilot, "Hello")
         assert app.finishes[-1].finished.text
-        assert app.store.list_chats()[0].n_messages == 2  # kept in memory for this session
+        assert app.chat.store.list_chats()[0].n_messages == 2  # kept in memory for this session
     assert home.read_text() == "a file where the directory should be"
     assert report_exit(app) == 0
 
@@ -113,7 +113,7 @@ async def test_a_reply_that_cannot_be_saved_is_said_and_saved_later(pair, spectu
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await send(pilot, "First, while there is room.")
-        db = app.store._store._db
+        db = app.chat.store._store._db
         db.execute("PRAGMA query_only = 1")  # every write now fails, as on a file made read-only
         await send(pilot, "A long question " * 20)
         await pilot.pause()
@@ -135,14 +135,14 @@ async def test_a_reply_that_cannot_be_saved_is_said_and_saved_later(pair, spectu
 async def test_after_a_failed_load_nothing_says_loading_or_measuring(pair, tmp_path: Path) -> None:
     app = RecordingApp(options(pair, target=tmp_path / "nowhere.gguf"))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.load_failed, "the failed load")
+        await until(pilot, lambda: app.pair.load_failed, "the failed load")
         await pilot.pause()
         assert "measuring" not in figures_text(app)
         assert "measuring" not in shown(app.query_one("#baseline-note", Static))
         assert "your next message loads it again, or pick a pair with ctrl+p" in shown(app.query_one("#status"))
         failures = len(notes(app, "error"))
         await send(pilot, "Hello?", wait=False)  # loads again (the file may be back): still missing
-        await until(pilot, lambda: len(notes(app, "error")) > failures and app.load_failed, "the second failure")
+        await until(pilot, lambda: len(notes(app, "error")) > failures and app.pair.load_failed, "the second failure")
         assert "nowhere.gguf" in notes(app, "error")[-1]
         assert app.prompt.text == "Hello?"  # given back, to send once the file is there
         assert not any("still loading" in t for t in toasts(app))
@@ -173,7 +173,7 @@ async def test_a_bug_in_a_worker_is_one_line_with_a_log_and_the_app_stays_usable
     BuggyApp.loads = 0
     app = BuggyApp(options(pair))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.load_failed, "the failed load")
+        await until(pilot, lambda: app.pair.load_failed, "the failed load")
         [error] = notes(app, "error")
         assert "unexpected error while loading the models (KeyError: 'planted bug in a worker')" in error
         [log] = (spectui_home / "logs").iterdir()
@@ -181,7 +181,7 @@ async def test_a_bug_in_a_worker_is_one_line_with_a_log_and_the_app_stays_usable
         app.start_loading(options(pair))
         await ready(pilot)
         await send(pilot, "Hello")
-    assert app.crash_line is None and not app.return_code
+    assert app.quit_state.crash_line is None and not app.return_code
 
 
 @run_async
@@ -197,7 +197,7 @@ async def test_a_bug_in_a_handler_ends_the_app_with_one_line_a_log_and_exit_code
             await asyncio.wait_for(app._exception_event.wait(), DEADLINE)
     assert app.return_code == 1
     assert app._exit_renderables == []  # no traceback printed on the terminal
-    line = app.crash_line
+    line = app.quit_state.crash_line
     assert line is not None and "(ZeroDivisionError: planted bug in a handler)" in line
     [log] = (spectui_home / "logs").iterdir()
     assert str(log) in line and "Traceback" in log.read_text()

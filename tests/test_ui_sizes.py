@@ -48,7 +48,7 @@ async def test_the_app_starts_and_answers_at_a_small_size(pair, size) -> None:
         assert reply.text == app.finishes[-1].finished.text and reply.text
         assert app.query_one(Footer).display == (size[1] >= 10)
         assert app.query_one(Header).display == (size[1] >= 16)
-    assert app.return_code in (None, 0) and app.crash_line is None
+    assert app.return_code in (None, 0) and app.quit_state.crash_line is None
 
 
 @run_async
@@ -63,7 +63,7 @@ async def test_a_reply_streams_through_every_resize_and_below_the_minimum_says_s
             await pilot.pause()
             assert too_small_shown(app) == (size[0] < MIN_WIDTH or size[1] < MIN_HEIGHT), size
         app.release()
-        await until(pilot, lambda: app.busy is None, "the reply to finish")
+        await until(pilot, lambda: app.replies.busy is None, "the reply to finish")
         await pilot.resize_terminal(18, 4)
         await pilot.pause()
         assert too_small_shown(app)
@@ -72,7 +72,7 @@ async def test_a_reply_streams_through_every_resize_and_below_the_minimum_says_s
         assert not too_small_shown(app) and app.query_one(StatsPanel).display
         [reply] = app.query(AssistantMessage)
         assert reply.text == app.finishes[-1].finished.text and len(app.finishes[-1].finished.tokens) == 40
-    assert app.return_code in (None, 0) and app.crash_line is None
+    assert app.return_code in (None, 0) and app.quit_state.crash_line is None
 
 
 @pytest.mark.parametrize("size", [(20, 6), (30, 10)])
@@ -83,7 +83,7 @@ async def test_dialogs_and_the_side_by_side_run_open_at_a_small_size(pair, size)
         await ready(pilot)
         await send(pilot, "Hello")
         await pilot.press("f5")  # the same prompt again with speculation off, side by side
-        await until(pilot, lambda: app.busy is None and len(app.finishes) == 2, "the side-by-side run")
+        await until(pilot, lambda: app.replies.busy is None and len(app.finishes) == 2, "the side-by-side run")
         for key in ("ctrl+s", "ctrl+o", "ctrl+p"):
             await pilot.press(key)
             await pilot.pause()
@@ -93,4 +93,4 @@ async def test_dialogs_and_the_side_by_side_run_open_at_a_small_size(pair, size)
         await pilot.pause()
         await pilot.resize_terminal(*size)
         await pilot.pause()
-    assert app.return_code in (None, 0) and app.crash_line is None
+    assert app.return_code in (None, 0) and app.quit_state.crash_line is None

@@ -47,7 +47,7 @@ def frozen_options(pair, **overrides: object) -> ChatOptions:
 
 async def until_ready(pilot: Pilot) -> None:
     deadline = time.monotonic() + 60
-    while not pilot.app.ready and time.monotonic() < deadline:
+    while not pilot.app.pair.ready and time.monotonic() < deadline:
         await pilot.pause(0.05)
     pilot.app.clear_notifications()
     still(pilot.app)
@@ -98,11 +98,11 @@ async def settings_open(pilot: Pilot) -> None:
 async def reasoning_reply(pilot: Pilot) -> None:
     await until_ready(pilot)
     app = pilot.app
-    app.load_meter.others = lambda: None  # no baseline probe (K=0 cycles) when other programs get busy
+    app.pair.load_meter.others = lambda: None  # no baseline probe (K=0 cycles) when other programs get busy
     app.prompt.load_text("How many gears?")
     await pilot.press("enter")
     deadline = time.monotonic() + 60
-    while (app.busy is not None or not app.conversation.messages[1:]) and time.monotonic() < deadline:
+    while (app.replies.busy is not None or not app.chat.conversation.messages[1:]) and time.monotonic() < deadline:
         await pilot.pause(0.05)
     app.clear_notifications()
     still(app)

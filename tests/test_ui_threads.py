@@ -37,7 +37,7 @@ async def test_no_engine_call_runs_on_the_ui_thread(pair, monkeypatch: pytest.Mo
         await ready(pilot)
         await send(pilot, "Tell me about gears.")
         await pilot.press("ctrl+r")
-        await until(pilot, lambda: len(app.finishes) == 2 and app.busy is None, "the regenerated reply")
+        await until(pilot, lambda: len(app.finishes) == 2 and app.replies.busy is None, "the regenerated reply")
         await pilot.press("ctrl+s")
         await until(pilot, lambda: isinstance(app.screen, SettingsScreen), "the settings screen")
         app.screen.query_one("#temperature", Input).value = "0.5"
@@ -45,7 +45,7 @@ async def test_no_engine_call_runs_on_the_ui_thread(pair, monkeypatch: pytest.Mo
         await until(pilot, lambda: not isinstance(app.screen, SettingsScreen), "the settings to close")
         await send(pilot, "And chains?")
         await pilot.press("ctrl+q")
-    assert app.session.generator is None  # the quit freed the models (off the UI thread)
+    assert app.pair.session.generator is None  # the quit freed the models (off the UI thread)
     resumed = GatedApp(options(pair, resume=True, k=2, max_tokens=4000, n_ctx=4096))
     async with resumed.run_test(size=SIZE) as pilot:
         await ready(pilot)
@@ -55,7 +55,7 @@ async def test_no_engine_call_runs_on_the_ui_thread(pair, monkeypatch: pytest.Mo
         on_screen = resumed.query(AssistantMessage)[-1].text
         threading.Timer(0.3, resumed.release).start()  # the thread resumes while the app quits
         await pilot.press("ctrl+q")
-    assert resumed.session.generator is None
+    assert resumed.pair.session.generator is None
     content, complete, stats = saved_reply()
     assert not complete and stats.get("reason") == "interrupted" and on_screen and content.startswith(on_screen)
     assert guard.calls_off_ui > 100  # the guard saw the engine at work (in the workers)

@@ -58,19 +58,19 @@ async def test_f10_never_overwrites_and_says_which_name_it_took(tiny_pair, spect
     app = RecordingApp(options(tiny_pair))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.export_dir = tmp_path
+        app.chat.export_dir = tmp_path
         await send(pilot, "Export me")
-        usual = tmp_path / f"spectui-chat-{app.conversation.chat_id}.md"
+        usual = tmp_path / f"spectui-chat-{app.chat.conversation.chat_id}.md"
         usual.write_text("an older chat's export, same id from another store")
         await pilot.press("f10")
-        second = tmp_path / f"spectui-chat-{app.conversation.chat_id}-2.md"
+        second = tmp_path / f"spectui-chat-{app.chat.conversation.chat_id}-2.md"
         await until(pilot, second.exists, "the export under a free name")
         assert usual.read_text() == "an older chat's export, same id from another store"
         assert "## You\n\nExport me" in second.read_text()
         said = f"chat exported to {second} ({usual.name} already exists and was kept)"
         assert said in toasts(app) and said in notes(app)
         await pilot.press("f10")
-        await until(pilot, (tmp_path / f"spectui-chat-{app.conversation.chat_id}-3.md").exists, "a third export")
+        await until(pilot, (tmp_path / f"spectui-chat-{app.chat.conversation.chat_id}-3.md").exists, "a third export")
 
 
 # ----- pair add -------------------------------------------------------------------------------------

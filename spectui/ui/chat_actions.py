@@ -10,37 +10,25 @@ A chat's mode (chat or completion) comes back with it unless `--mode` was given.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual import events
+from textual.dom import DOMNode
 
 from spectui.chat.conversation import Conversation
-from spectui.chat.safe_store import SafeStore
 from spectui.chat.settings import EFFORTS, ChatSettings
-from spectui.engine.config import DraftControl, RecommendedSampling
 from spectui.engine.drafters.spec import DrafterSpec
 from spectui.errors import SpectuiError
-from spectui.session.figures import ReplyFigures, meta_line, plural
-from spectui.session.loaded import EngineSession
+from spectui.session.figures import plural
 from spectui.session.options import ChatOptions
-from spectui.ui.chat_view import AssistantMessage, ChatLog, UserMessage
-from spectui.ui.messages import ReplyPurpose
-from spectui.ui.prompt import PromptInput
+from spectui.ui.chat_view import AssistantMessage
+from spectui.ui.core import AppCore
 from spectui.ui.settings_screen import SettingsResult, SettingsScreen
-from spectui.ui.stats_panel import StatsPanel
 
 CUSTOM = "custom"
 """The pair name of models given as files (`--target`/`--draft`), not a catalog pair."""
-
-
-def models_record(options: ChatOptions) -> dict[str, Any]:
-    """What a chat keeps of the models it runs with (what `--resume` reopens it with)."""
-    draft = options.drafter.draft
-    return {"pair": options.pair_name, "target": str(options.target), "draft": str(draft) if draft else None,
-            "drafter": options.drafter.kind}
 
 
 def recorded_options(options: ChatOptions, pair: str, models: dict[str, Any]) -> tuple[ChatOptions | None, str]:
@@ -83,89 +71,47 @@ def unavailable(what: str, why: str, options: ChatOptions) -> str:
             f"it continues with {options.models_label}")
 
 
-class ChatActions:
-    """Mixed into `SpectuiApp` (which provides what is declared here, annotations only)."""
+class ChatActions(AppCore):
+    """Whole chats: shown, resumed, their settings, copied, exported. Writes `app.chat`."""
 
-    options: ChatOptions
-    conversation: Conversation
-    store: SafeStore
-    session: EngineSession
-    draft_control: DraftControl
-    recommended_sampling: RecommendedSampling | None
-    mode: str
-    loaded_mode: str
-    colouring: bool
-    busy: ReplyPurpose | None
-    export_dir: Path | None
-    sub_title: str
-    notify: Callable[..., None]
-    note: Callable[..., Awaitable[None]]
-    push_screen: Callable[..., Any]
-    focused: Any
-    copy_to_clipboard: Callable[[str], None]
-    subtitle: Callable[[ChatOptions], str]
-    show_examples: Callable[[], Awaitable[None]]
-
-    if TYPE_CHECKING:  # the app's own, declared for the type checker only: at run time nothing
-        # here may shadow them (the mixins come before their owners in the app's MRO)
-        @property
-        def log_view(self) -> ChatLog: ...
-        @property
-        def panel(self) -> StatsPanel: ...
-        @property
-        def prompt(self) -> PromptInput: ...
+    if TYPE_CHECKING:  # the other parts' own, declared for the type checker only: at run time
+        # nothing here may shadow them (the parts come before their owners in the app's MRO)
+        async def show_examples(self) -> None: ...
 
     # ----- showing chats -----------------------------------------------------------------------
 
     async def show_conversation(self, conversation: Conversation) -> None:
-        """Replace the log with a stored conversation (resume, or picked from the list)."""
-        self.conversation = conversation
-        log = self.log_view
-        await log.remove_children()
-        if conversation.system:
-            await self.note(f"system prompt: {conversation.system}")
-        for turn, message in enumerate(conversation.messages):
-            if message.role == "user":
-                await log.add(UserMessage(message.content, turn))
-            elif message.role == "assistant":
-                await log.add(self.stored_reply(conversation, turn))
+        """Show a stored conversation (resume, or picked from the list) in its mode and settings."""
+        await self.chat_pane.show_conversation(conversation, self.pair.options.show_timings)
         self.apply_chat_mode()
         self.refresh_settings()
 
-    def stored_reply(self, conversation: Conversation, turn: int) -> AssistantMessage:
-        message, figures = conversation.messages[turn], ReplyFigures.from_stored(conversation.stats(turn))
-        meta = ("interrupted (saved before it finished)" if conversation.interrupted(turn)
-                else meta_line(figures, self.options.show_timings))
-        widget = AssistantMessage(message.content, meta=meta, figures=figures, reasoning=message.reasoning, turn=turn)
-        widget.set_colouring(self.colouring)
-        return widget
-
     def chat_mode(self, conversation: Conversation) -> str:
         """The mode this chat runs in with the loaded model: its own unless `--mode` was given."""
-        loaded = self.session.chat_format
+        loaded = self.pair.session.chat_format
         if loaded is None:
-            return conversation.mode or self.mode
-        if conversation.mode and not self.options.mode_named:
+            return conversation.mode or self.chat.mode
+        if conversation.mode and not self.pair.options.mode_named:
             return loaded.switched(conversation.mode).mode
-        return self.loaded_mode or loaded.mode
+        return self.pair.loaded_mode or loaded.mode
 
     def apply_chat_mode(self) -> None:
-        if self.session.chat_format is not None:
-            self.mode = self.chat_mode(self.conversation)
-            self.sub_title = self.subtitle(self.options)
+        if self.pair.session.chat_format is not None:
+            self.chat.mode = self.chat_mode(self.chat.conversation)
+            self.sub_title = self.subtitle(self.pair.options)
 
     async def resume_last_chat(self) -> None:
-        chat_id = self.store.last_chat_id()
+        chat_id = self.chat.store.last_chat_id()
         if chat_id is None:
             await self.note("no saved chat to resume: this is a new one")
             return
-        conversation = Conversation.open(self.store, chat_id, self.options.chat_settings())
+        conversation = Conversation.open(self.chat.store, chat_id, self.pair.options.chat_settings())
         await self.show_conversation(conversation)
-        if self.options.models_named:
+        if self.pair.options.models_named:
             return
-        options, line = recorded_options(self.options, conversation.pair, conversation.models)
+        options, line = recorded_options(self.pair.options, conversation.pair, conversation.models)
         if options is not None:
-            self.options, self.draft_control = options, options.draft_control()
+            self.pair.options, self.pair.draft_control = options, options.draft_control()
             await self.note(f"resumed with the models this chat was recorded with: {options.models_label}")
         elif line:
             self.notify(line, severity="warning", timeout=12)
@@ -173,14 +119,14 @@ class ChatActions:
 
     def new_conversation(self) -> Conversation:
         """A new chat, with the settings and system prompt of the one it replaces."""
-        old = self.conversation
-        return Conversation(self.store, self.options.pair_name, old.system, old.settings)
+        old = self.chat.conversation
+        return Conversation(self.chat.store, self.pair.options.pair_name, old.system, old.settings)
 
     # ----- settings, thinking ------------------------------------------------------------------
 
     def settings_line(self) -> str:
-        settings = self.conversation.settings
-        line = settings.describe(self.recommended_sampling)
+        settings = self.chat.conversation.settings
+        line = settings.describe(self.pair.recommended_sampling)
         switch = self.thinking_switch()
         if switch == "enable_thinking":
             line += f" · thinking {'on' if settings.thinking else 'off'}"
@@ -189,27 +135,26 @@ class ChatActions:
         return line
 
     def refresh_settings(self) -> None:
-        self.panel.state.settings_line = self.settings_line()
-        self.panel.show()
+        self.panel.show_settings(self.settings_line())
 
     def thinking_switch(self) -> str | None:
-        loaded = self.session.chat_format
-        return loaded.switched(self.mode).thinking_switch if loaded is not None else None
+        loaded = self.pair.session.chat_format
+        return loaded.switched(self.chat.mode).thinking_switch if loaded is not None else None
 
     def action_settings(self) -> None:
-        conversation = self.conversation
-        screen = SettingsScreen(conversation.settings, conversation.system, self.mode,
-                                self.thinking_switch(), self.recommended_sampling)  # type: ignore[arg-type]
+        conversation = self.chat.conversation
+        screen = SettingsScreen(conversation.settings, conversation.system, self.chat.mode,
+                                self.thinking_switch(), self.pair.recommended_sampling)  # type: ignore[arg-type]
         self.push_screen(screen, self._apply_settings)
 
     async def _apply_settings(self, result: SettingsResult | None) -> None:
         if result is None:
             return
-        conversation = self.conversation
+        conversation = self.chat.conversation
         system_changed = (result.system or None) != conversation.system
         mode = result.mode
-        if self.session.chat_format is not None:
-            mode = self.session.chat_format.switched(mode).mode
+        if self.pair.session.chat_format is not None:
+            mode = self.pair.session.chat_format.switched(mode).mode
         conversation.update(settings=result.settings, system=result.system, mode=mode)
         self.apply_chat_mode()
         self.refresh_settings()
@@ -222,7 +167,7 @@ class ChatActions:
 
     def action_toggle_thinking(self) -> None:
         switch = self.thinking_switch()
-        settings: ChatSettings = self.conversation.settings
+        settings: ChatSettings = self.chat.conversation.settings
         if switch == "enable_thinking":
             settings = settings.model_copy(update={"thinking": not settings.thinking})
             said = f"thinking {'on' if settings.thinking else 'off'}, from the next reply"
@@ -233,7 +178,7 @@ class ChatActions:
         else:
             self.notify("this model's chat template has no thinking switch (enable_thinking or reasoning_effort)")
             return
-        self.conversation.update(settings=settings)
+        self.chat.conversation.update(settings=settings)
         self.refresh_settings()
         self.notify(said, timeout=3)
 
@@ -241,7 +186,7 @@ class ChatActions:
 
     def chosen_reply(self) -> AssistantMessage | None:
         """The reply that has the focus (clicked, or reached with Tab), else the last one."""
-        node = self.focused
+        node: DOMNode | None = self.focused
         while node is not None and not isinstance(node, AssistantMessage):
             node = node.parent
         return node if isinstance(node, AssistantMessage) else self.log_view.last_reply()
@@ -267,15 +212,15 @@ class ChatActions:
     async def action_export(self, fmt: str = "md") -> None:
         from spectui import export, paths
 
-        chat_id = self.conversation.chat_id
-        if chat_id is None or not self.conversation.messages:
+        chat_id = self.chat.conversation.chat_id
+        if chat_id is None or not self.chat.conversation.messages:
             self.notify("nothing to export yet: send a message first")
             return
         kind: export.Format = "json" if fmt == "json" else "md"
         try:
-            text = export.render(export.read_chat(self.store, chat_id), kind)
+            text = export.render(export.read_chat(self.chat.store, chat_id), kind)
             try:
-                where = export.write_unused(text, chat_id, kind, self.export_dir)
+                where = export.write_unused(text, chat_id, kind, self.chat.export_dir)
             except SpectuiError:  # the current directory is not writable: spectui's own
                 folder = paths.data_dir() / "exports"
                 folder.mkdir(parents=True, exist_ok=True)

@@ -22,10 +22,11 @@ from textual.widget import Widget
 from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownStream
 
+from spectui.chat.conversation import Conversation
 from spectui.engine.drafters import colour_of
 from spectui.engine.events import TARGET
 from spectui.safe_text import block
-from spectui.session.figures import ReplyFigures
+from spectui.session.figures import ReplyFigures, meta_line
 from spectui.session.reply import ReplyPiece
 from spectui.ui.thinking import ThinkingBlock, pieces_text
 
@@ -250,6 +251,23 @@ class ChatLog(VerticalScroll):
             if isinstance(child, UserMessage | AssistantMessage) and child.turn == turn:
                 return child
         return None
+
+    async def show_stored(self, conversation: Conversation, colouring: bool, show_timings: bool) -> None:
+        """The log anew, showing a stored conversation (its system prompt, turns and figures)."""
+        await self.remove_children()
+        if conversation.system:
+            await self.add(NoteMessage(f"system prompt: {conversation.system}", "info"))
+        for turn, message in enumerate(conversation.messages):
+            if message.role == "user":
+                await self.add(UserMessage(message.content, turn))
+            elif message.role == "assistant":
+                figures = ReplyFigures.from_stored(conversation.stats(turn))
+                meta = ("interrupted (saved before it finished)" if conversation.interrupted(turn)
+                        else meta_line(figures, show_timings))
+                reply = AssistantMessage(message.content, meta=meta, figures=figures, reasoning=message.reasoning,
+                                         turn=turn)
+                reply.set_colouring(colouring)
+                await self.add(reply)
 
     async def remove_from_turn(self, turn: int) -> None:
         """Take the turn's widget, and everything shown after it, off the log."""

@@ -10,12 +10,13 @@ header, the key footer. The chat log, the status text and the message box always
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from textual import events
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Static
+
+from spectui.ui.core import AppCore
 
 MIN_WIDTH, MIN_HEIGHT = 20, 6
 PANEL_MIN_WIDTH = 80
@@ -52,16 +53,11 @@ class TooSmall(Screen[None]):
         yield Static(TOO_SMALL, id="too-small")
 
 
-class Fitting:
+class Fitting(AppCore):
     """Mixed into `SpectuiApp`: applies `fit` at start and on every resize."""
 
-    size: Any
-    screen: Any
-    query: Any
-    push_screen: Any
-    pop_screen: Any
-    refresh_status: Any
     _too_small: TooSmall | None = None
+    """The too-small screen while it covers the app."""
 
     def on_resize(self, event: events.Resize) -> None:
         self.fit_to(event.size.width, event.size.height)
@@ -71,7 +67,7 @@ class Fitting:
         for selector, visible in (("#stats", shown.panel), ("Header", shown.header), ("Footer", shown.footer)):
             for widget in self.query(selector):  # the app's queries look in its main screen
                 widget.display = visible
-        self.refresh_status()  # the progress bar shows only where the status text keeps room
+        self.status_line.fit_progress(width >= PROGRESS_MIN_WIDTH)
         if shown.too_small and self._too_small is None:
             self._too_small = TooSmall()
             self.push_screen(self._too_small)
@@ -79,5 +75,3 @@ class Fitting:
             self._too_small = None
             self.pop_screen()
 
-    def progress_fits(self) -> bool:
-        return bool(self.size.width >= PROGRESS_MIN_WIDTH)

@@ -25,19 +25,14 @@ import asyncio
 import contextlib
 import signal
 import threading
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from textual.worker import Worker, WorkerCancelled
 
 from spectui import faults
-from spectui.chat.conversation import Conversation
-from spectui.session.loaded import EngineSession
 from spectui.session.options import ChatOptions
-from spectui.ui.chat_view import AssistantMessage
-from spectui.ui.messages import ReplyPurpose
-from spectui.ui.prompt import PromptInput
-from spectui.ui.workers import LoadedHealth, ReplyBatcher
+from spectui.ui.core import AppCore
+from spectui.ui.workers import LoadedHealth
 
 QUIT_WAIT = 3.0
 """Seconds a quit waits for the reply in progress to stop and hand over its last tokens."""
@@ -46,39 +41,13 @@ WATCHDOG = 10.0
 SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
-class Lifecycle:
-    """Mixed into `SpectuiApp` (which provides what is declared here, annotations only)."""
+class Lifecycle(AppCore):
+    """Quitting, signals, loading again after a fault (see the module's docstring). Writes
+    `app.quit_state`, and `app.pair`'s `reload_pending` and `removed_noted`."""
 
-    options: ChatOptions
-    session: EngineSession
-    conversation: Conversation
-    stop_requested: threading.Event
-    busy: ReplyPurpose | None
-    ready: bool
-    load_failed: bool
-    reply_widget: AssistantMessage | None
-    reply_batcher: ReplyBatcher | None
-    quitting: int | None
-    quit_line: str | None
-    reload_pending: bool
-    watchdog: threading.Timer | None
-    removed_noted: set[str]
-    exit: Callable[..., None]
-    notify: Callable[..., None]
-    note: Callable[..., Awaitable[None]]
-    set_status: Callable[..., None]
-    set_timer: Callable[..., Any]
-    start_loading: Callable[[ChatOptions], None]
-    screen: Any
-    focused: Any
-    copy_to_clipboard: Callable[[str], None]
-    _driver: Any
-
-    if TYPE_CHECKING:  # the app's own, declared for the type checker only: at run time nothing
-        # here may shadow them (the mixins come before their owners in the app's MRO)
-        @property
-        def prompt(self) -> PromptInput: ...
-        async def queue(self, text: str) -> None: ...
+    if TYPE_CHECKING:  # the other parts' own, declared for the type checker only: at run time
+        # nothing here may shadow them (the parts come before their owners in the app's MRO)
+        def start_loading(self, options: ChatOptions) -> None: ...
         def check_loaded(self) -> Worker[LoadedHealth]: ...
 
     # ----- quitting ----------------------------------------------------------------------------
@@ -92,7 +61,7 @@ class Lifecycle:
         else quit as Ctrl+Q does."""
         focused = self.focused
         if focused is not None and getattr(focused, "selected_text", None):
-            focused.action_copy()
+            cast(Any, focused).action_copy()  # a text area, or the chat log
             return
         with contextlib.suppress(Exception):
             if selected := self.screen.get_selected_text():
@@ -104,34 +73,34 @@ class Lifecycle:
         """Quit once the reply in progress (if any) has stopped and been saved; a second request
         quits at once."""
         if line is not None:
-            self.quit_line = line
-        if self.quitting is not None or self.busy is None:
-            self.quitting = code if self.quitting is None else self.quitting
+            self.quit_state.quit_line = line
+        if self.quit_state.quitting is not None or self.replies.busy is None:
+            self.quit_state.quitting = code if self.quit_state.quitting is None else self.quit_state.quitting
             self._quit_now()
             return
-        self.quitting = code
-        self.stop_requested.set()
+        self.quit_state.quitting = code
+        self.replies.stop_requested.set()
         self.save_streamed()
         self.set_status("stopping the reply, saving it, quitting…", None)
         self.set_timer(QUIT_WAIT, self._quit_now)
 
     def _quit_now(self) -> None:
         self.save_streamed()
-        self.exit(return_code=self.quitting or 0)
+        self.exit(return_code=self.quit_state.quitting or 0)
 
     def save_streamed(self) -> bool:
         """Save the reply in progress, marked interrupted: every piece its thread has streamed
         (on screen or on its way), else what is on screen. Nothing when no reply is in progress."""
-        widget = self.reply_widget
-        if self.busy != "reply" or widget is None or not widget.streaming or not self.conversation.replying:
+        widget, conversation = self.replies.reply_widget, self.chat.conversation
+        if self.replies.busy != "reply" or widget is None or not widget.streaming or not conversation.replying:
             return False
         text, reasoning = widget.text, widget.reasoning
-        batcher = self.reply_batcher
+        batcher = self.replies.batcher
         if batcher is not None and batcher.purpose == "reply":
             streamed, thought = batcher.split()
             if len(streamed) + len(thought) >= len(text) + len(reasoning):
                 text, reasoning = streamed, thought
-        return self.conversation.save_interrupted(text, reasoning, {"reason": "interrupted"})
+        return conversation.save_interrupted(text, reasoning, {"reason": "interrupted"})
 
     # ----- signals -----------------------------------------------------------------------------
 
@@ -152,24 +121,24 @@ class Lifecycle:
 
     def on_quit_signal(self, signum: int) -> None:
         fault = faults.interrupted(signum)
-        saved = self.busy == "reply" and self.reply_widget is not None
+        saved = self.replies.busy == "reply" and self.replies.reply_widget is not None
         line = f"{fault.line}; the reply in progress was saved (spectui chat --resume reopens it)" if saved \
             else fault.line
         if signum == signal.SIGHUP:
             self.hang_up(line, fault.exit_code)
             return
-        if self.watchdog is None:
-            self.watchdog = _watchdog(line, fault.exit_code)
+        if self.quit_state.watchdog is None:
+            self.quit_state.watchdog = _watchdog(line, fault.exit_code)
         self.request_quit(fault.exit_code, line)
 
     def hang_up(self, line: str, code: int) -> None:
         """The terminal is gone: nothing can be drawn (Textual's output thread dies on the first
         write, and the app would block on the next), so the reply is stopped and saved from
         what its thread streamed, here, and the process ends."""
-        self.quit_line = line
-        self.stop_requested.set()
-        batcher = self.reply_batcher
-        if batcher is not None and self.busy == "reply":
+        self.quit_state.quit_line = line
+        self.replies.stop_requested.set()
+        batcher = self.replies.batcher
+        if batcher is not None and self.replies.busy == "reply":
             batcher.done.wait(QUIT_WAIT)  # its last tokens, at its next cycle
         self.save_streamed()
         from spectui.signals import exit_now
@@ -178,9 +147,9 @@ class Lifecycle:
 
     def cancel_watchdog(self) -> None:
         """The app closed in time (called last when it unmounts)."""
-        if self.watchdog is not None:
-            self.watchdog.cancel()
-            self.watchdog = None
+        if self.quit_state.watchdog is not None:
+            self.quit_state.watchdog.cancel()
+            self.quit_state.watchdog = None
 
     def on_bus_error(self) -> faults.Fault:
         """A SIGBUS (see the module's docstring): save, give the terminal back, say which file."""
@@ -196,25 +165,26 @@ class Lifecycle:
     async def reload_first(self, text: str) -> bool:
         """Before sending `text`: when the models must be loaded again (a fault said so, or a
         worker was lost since the last reply), queue it and load them; True when it was queued."""
-        if not self.reload_pending and self.ready and self.busy is None and self.session.generator is not None:
+        pair, idle = self.pair, self.replies.busy is None
+        if not pair.reload_pending and pair.ready and idle and pair.session.generator is not None:
             try:
                 health = await self.check_loaded().wait()
             except WorkerCancelled:
                 return True  # the app is ending: nothing is sent
             if health.fault is not None:
                 fault = faults.of_error(health.fault, "app")
-                self.reload_pending = fault.reload
+                self.pair.reload_pending = fault.reload
                 await self.note(fault.line, "warning")
-            for name in sorted(set(health.removed) - self.removed_noted):
-                self.removed_noted.add(name)
+            for name in sorted(set(health.removed) - self.pair.removed_noted):
+                self.pair.removed_noted.add(name)
                 await self.note(f"{name} was removed from disk after it was loaded: this chat goes on with the "
                                 "loaded copy, but loading the pair again will not find it", "warning")
-        if not self.reload_pending or self.busy is not None or (not self.ready and not self.load_failed):
+        if not pair.reload_pending or self.replies.busy is not None or (not pair.ready and not pair.load_failed):
             return False
-        self.reload_pending = False
-        await self.queue(text)
-        await self.note(f"loading {self.options.models_label} again; your message is sent once it is loaded")
-        self.start_loading(self.options)
+        self.pair.reload_pending = False
+        await self.chat_pane.queue(text)
+        await self.note(f"loading {self.pair.options.models_label} again; your message is sent once it is loaded")
+        self.start_loading(self.pair.options)
         return True
 
 

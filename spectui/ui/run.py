@@ -52,12 +52,12 @@ def report_exit(app: SpectuiApp) -> int:
     that is gone (SIGHUP)."""
     from spectui.safe_text import line as safe_line
 
-    lines = [line for line, _severity in app.store.notices]
-    lines += [line for line in (app.quit_line, app.crash_line) if line is not None]
+    lines = [line for line, _severity in app.chat.store.notices]
+    lines += [line for line in (app.quit_state.quit_line, app.quit_state.crash_line) if line is not None]
     for line in lines:
         with contextlib.suppress(OSError):
             print(f"spectui: {safe_line(line)}", file=sys.stderr)
-    if app.crash_line is not None:
+    if app.quit_state.crash_line is not None:
         return app.return_code or 1
     return app.return_code or 0
 

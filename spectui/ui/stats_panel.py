@@ -10,7 +10,7 @@ After a reply the panel keeps that reply's figures until the next one starts.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -26,6 +26,7 @@ from spectui.engine.drafters.spec import DrafterInfo
 from spectui.engine.events import CycleStats, GenerationStats
 from spectui.safe_text import line
 from spectui.session.baseline import Baseline
+from spectui.session.figures import describe_k
 
 HIDDEN = "(hidden)"
 PERCENT = re.compile(r"\d+(?:\.\d+)?%")
@@ -217,11 +218,80 @@ class StatsPanel(Vertical):
         if self.show_timings:
             self.set_interval(30, self.show)  # the baseline's age ("3 min ago") stays true
 
+    def show_k(self, control: DraftControl, drafters: DrafterInfo, last_cycle_k: int | None,
+               renamed: Callable[[str], str]) -> None:
+        """K and the drafter as they stand (`last_cycle_k`: what K=auto chose last)."""
+        self.state.k_label = describe_k(control, drafters, last_cycle_k)
+        self.state.drafter_label = renamed(describe_drafter(control, drafters))
+        self.show()
+
+    def start_measuring(self) -> None:
+        """Models are loading: their baseline follows (the last pair's is gone)."""
+        self.state.measuring = True
+        self.state.baseline = None
+        self.show()
+
+    def measured(self, baseline: Baseline | None, warm_note: str | None) -> None:
+        """The measurement after a load ended: its baseline (None: none measured, the last kept)
+        and what the warm start paid for (None: the load failed, the note stays)."""
+        self.state.measuring = False
+        if baseline is not None:
+            self.state.baseline = baseline
+        if warm_note is not None:
+            self.state.warm_note = warm_note
+        self.show()
+
+    def show_gpu_line(self, text: str) -> None:
+        """A GPU this machine has and llama.cpp cannot use."""
+        self.state.gpu_line = text
+        self.show()
+
+    def show_baseline(self, baseline: Baseline | None) -> None:
+        """The speculation-off speed the figures compare with (None: the models were unloaded)."""
+        self.state.baseline = baseline
+        self.show()
+
+    def show_settings(self, settings_line: str) -> None:
+        """The chat's settings in one line."""
+        self.state.settings_line = settings_line
+        self.show()
+
     def start_reply(self) -> None:
+        """A reply starts: the last one's figures give way (its notes stay until it ends)."""
         self.state.totals = None
         self.state.cycles = []
         self.state.thinking_tokens, self.state.thinking_tps, self.state.thinking_live = None, 0.0, False
         self.show()
+
+    def start_chat(self) -> None:
+        """A new chat: no reply's figures, no notes."""
+        self.state.notes = []
+        self.start_reply()
+
+    def reply_progress(self, cycles: Sequence[CycleStats], totals: GenerationStats | None, k_label: str | None,
+                       thinking: bool | None) -> None:
+        """A batch of the reply: its `cycles`, the `totals` so far (None: unchanged), K's label
+        after them (None: unchanged) and, for a reply with reasoning, whether it is still thinking."""
+        state = self.state
+        state.cycles.extend(cycles)
+        state.totals = totals or state.totals
+        if k_label is not None:
+            state.k_label = k_label
+        if thinking is not None:
+            state.follow_thinking(thinking)
+        self.show()
+
+    def reply_finished(self, totals: GenerationStats, thinking_tokens: int | None, same_model: bool) -> str | None:
+        """The reply ended with these `totals` (and `thinking_tokens` of reasoning, counted on its
+        tokens); the advice for a low acceptance, shown in the notes and returned (None: none)."""
+        state = self.state
+        state.totals = totals
+        if thinking_tokens:
+            state.thinking_tokens, state.thinking_live = thinking_tokens, False
+        advice = low_acceptance_advice(totals, state.k_label, same_model)
+        state.notes = [advice] if advice else []
+        self.show()
+        return advice
 
     def show(self) -> None:
         state = self.state

@@ -23,7 +23,6 @@ from textual.worker import get_current_worker
 from tqdm import tqdm
 
 from spectui import faults
-from spectui.chat.safe_store import SafeStore
 from spectui.chat.template import ChatMessage
 from spectui.engine.config import recommended_sampling
 from spectui.engine.drafters.spec import HistorySource
@@ -34,6 +33,7 @@ from spectui.session.history import store_history
 from spectui.session.loaded import EngineSession
 from spectui.session.options import ChatOptions
 from spectui.session.reply import ReplyDone, ReplyEvent, ReplyPiece, ReplyRequest
+from spectui.ui.core import AppCore
 from spectui.ui.messages import (
     BaselineMeasured,
     EngineFailed,
@@ -187,22 +187,16 @@ def close_models(session: EngineSession, timeout: float = CLOSE_WAIT) -> bool:
     return freed == [True]
 
 
-class EngineWorkers:
+class EngineWorkers(AppCore):
     """Worker methods of the app; the app provides `session`, `post_message` and friends."""
 
-    session: EngineSession
-    store: SafeStore
-    stop_requested: threading.Event
     update_interval: float = UPDATE_INTERVAL
     """Seconds between batched reply updates (tests set 0 to see every event)."""
-    reply_batcher: ReplyBatcher | None = None
-    """The reply or side-by-side run under way (what a quit saves when the screen cannot follow)."""
-    post_message: Callable[[Message], bool]
 
     def load_models(self, options: ChatOptions) -> None:
         """Load the models in a worker. The past chats the suffix drafter learns from are read
         here, on the UI thread, which owns the chat store's SQLite connection."""
-        self._load_worker(options, store_history(self.store))
+        self._load_worker(options, store_history(self.chat.store))
 
     @work(thread=True, exclusive=True, group="engine", exit_on_error=False)
     def _load_worker(self, options: ChatOptions, history: HistorySource) -> None:
@@ -213,8 +207,8 @@ class EngineWorkers:
                 self.post_message(LoadWarning(warning))
             if plan.gpu_header:
                 self.post_message(GpuUnused(plan.gpu_header))
-            with self.session.lock:
-                self.session.release()
+            with self.pair.session.lock:
+                self.pair.session.release()
                 self._load_locked(options, plan, lambda: worker.is_cancelled, history)
         except LoadCancelled:
             return  # quitting or switching pairs: nothing to report
@@ -239,8 +233,8 @@ class EngineWorkers:
         if cancelled():
             generator.close()
             return
-        self.session.install(generator, options.mode)
-        chat_format = self.session.chat_format
+        self.pair.session.install(generator, options.mode)
+        chat_format = self.pair.session.chat_format
         assert chat_format is not None
         self.post_message(ModelsLoaded(options.target.name, generator.describe(),
                                        chat_format.description, chat_format.mode,
@@ -248,7 +242,7 @@ class EngineWorkers:
                                        draft_is_target_model(generator)))
         self.post_message(LoadProgress("warming up and measuring the speculation-off baseline", None))
         text = baseline.COMPLETION_PROMPT if chat_format.is_completion else baseline.CALIBRATION_PROMPT
-        prompt = self.session.prompt_tokens([ChatMessage("user", text)])
+        prompt = self.pair.session.prompt_tokens([ChatMessage("user", text)])
         meter.others()
         calibration = baseline.calibrate(generator, prompt, cancelled, options.calibration_tokens)
         others = meter.others()
@@ -273,15 +267,15 @@ class EngineWorkers:
     def generate_reply(self, request: ReplyRequest, purpose: ReplyPurpose) -> None:
         """One reply through the reply core (`session.reply`), its events batched to the UI."""
         worker = get_current_worker()
-        stop = self.stop_requested
+        stop = self.replies.stop_requested
 
         def cancelled() -> bool:
             return worker.is_cancelled or stop.is_set()
 
         batcher = ReplyBatcher(self.post_message, purpose, self.update_interval)
-        self.reply_batcher = batcher
+        self.replies.batcher = batcher
         try:
-            for event in self.session.reply(request, cancelled):
+            for event in self.pair.session.reply(request, cancelled):
                 batcher.add(event)
         except SpectuiError as error:
             batcher.flush()
@@ -298,8 +292,8 @@ class EngineWorkers:
         """Before a message is sent to models loaded a while ago: a model file that changed, an
         RPC worker whose connection closed while idle (`Generator.check_health`), and the loaded
         files since removed from disk. File and network calls: never on the UI thread."""
-        with self.session.lock:
-            generator = self.session.generator
+        with self.pair.session.lock:
+            generator = self.pair.session.generator
             if generator is None:
                 return LoadedHealth()
             try:

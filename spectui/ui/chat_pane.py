@@ -1,0 +1,398 @@
+"""`ChatPane`, the `#chat-column`: the status line, the chat log and the message box, the state
+of what they show — the chat (`ChatState`) and the reply in progress (`ReplyState`) — and the
+reply flow through them.
+
+- A message typed while the models load is queued (shown as such, said in the status line) and
+  sent once they are ready; Escape cancels it and gives the text back to the message box.
+- Up in an empty message box edits the last message: Enter resends it in place of the old turn
+  (which, with its reply, leaves the chat), Escape cancels. Ctrl+R regenerates the last reply with
+  the current K, drafter and settings. Either way the conversation, the store and the log drop
+  the replaced turn together (`Conversation.truncate`, `ChatLog.remove_from_turn`).
+- A reply runs through the reply core (`spectui.session.reply`): the pane builds its
+  `ReplyRequest` (`ChatOptions.reply_request`) and asks the app's reply worker for it (what it
+  asks of the app is `ChatHost`, checked against `SpectuiApp`); the worker's messages reach the
+  app, which hands them here: pieces (answer and thinking apart) into an `AssistantMessage`, its
+  `ReplyFigures` under it and in the store.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, cast
+
+from rich.console import RenderableType
+from textual.app import ComposeResult
+from textual.containers import Vertical
+
+from spectui import faults
+from spectui.chat.conversation import Conversation
+from spectui.chat.template import ChatMessage, PromptStyle
+from spectui.engine.config import DraftControl
+from spectui.session.baseline import Baseline, baseline_probe, from_stats
+from spectui.session.figures import ReplyFigures, comparison_verdict, describe_k, meta_line
+from spectui.session.options import ChatOptions
+from spectui.session.reply import ReplyDone, ReplyRequest
+from spectui.ui.chat_view import AssistantMessage, ChatLog, NoteMessage, UserMessage
+from spectui.ui.examples import ExampleOpenings
+from spectui.ui.messages import ReplyFinished, ReplyPurpose, ReplyUpdate
+from spectui.ui.prompt import PromptInput
+from spectui.ui.state import ChatState, PairState, QuitState, ReplyState
+from spectui.ui.stats_panel import StatsPanel
+from spectui.ui.status_line import StatusLine
+
+
+def models_record(options: ChatOptions) -> dict[str, Any]:
+    """What a chat keeps of the models it runs with (what `--resume` reopens it with)."""
+    draft = options.drafter.draft
+    return {"pair": options.pair_name, "target": str(options.target), "draft": str(draft) if draft else None,
+            "drafter": options.drafter.kind}
+
+
+class ChatHost(Protocol):
+    """What the chat pane asks of the app it is in (`SpectuiApp`)."""
+
+    @property
+    def pair(self) -> PairState: ...
+    @property
+    def quit_state(self) -> QuitState: ...
+    @property
+    def panel(self) -> StatsPanel: ...
+    def generate_reply(self, request: ReplyRequest, purpose: ReplyPurpose) -> object:
+        """Start the reply worker (its messages come back through `show_update`, `show_finished`)."""
+    async def reload_first(self, text: str) -> bool:
+        """Load the models again first when a fault asks for it (`text` is then queued)."""
+    def set_baseline(self, baseline: Baseline) -> None: ...
+    def exit(self, result: int | None = None, return_code: int = 0,
+             message: RenderableType | None = None) -> None: ...
+
+
+class ChatPane(Vertical):
+    """Owns `chat` (the conversation shown, its store, mode, colours) and `replies` (the reply in
+    progress, the queued message, the edit), and runs the reply flow; the app's parts read them
+    through `app.chat` and `app.replies`."""
+
+    def __init__(self, chat: ChatState, *, id: str) -> None:
+        super().__init__(id=id)
+        self.chat = chat
+        self.replies = ReplyState()
+
+    def compose(self) -> ComposeResult:
+        yield StatusLine(id="status-bar")
+        yield ChatLog(id="log")
+        yield PromptInput(id="prompt")
+
+    @property
+    def host(self) -> ChatHost:
+        return cast(ChatHost, self.app)
+
+    @property
+    def log_view(self) -> ChatLog:
+        return self.query_one("#log", ChatLog)
+
+    @property
+    def prompt(self) -> PromptInput:
+        return self.query_one("#prompt", PromptInput)
+
+    @property
+    def status_line(self) -> StatusLine:
+        return self.query_one("#status-bar", StatusLine)
+
+    async def note(self, text: str, kind: str = "info") -> None:
+        await self.log_view.add(NoteMessage(text, kind))
+
+    def set_status(self, text: str, fraction: float | None = None, *, busy: bool = True) -> None:
+        self.status_line.show(text, fraction, busy=busy)
+
+    def ready_status(self) -> None:
+        if self.host.pair.ready and self.replies.busy is None:
+            self.set_status(f"ready · {self.host.pair.options.models_label}", busy=False)
+
+    # ----- sending -------------------------------------------------------------------------------
+
+    async def on_prompt_input_submitted(self, event: PromptInput.Submitted) -> None:
+        event.stop()
+        text = event.text.strip()
+        if not text:
+            return
+        editing = self.replies.editing
+        if self.models_loading() and editing is None:
+            await self.queue(text)
+            return
+        if editing is None and await self.host.reload_first(text):
+            return
+        if editing is not None and self.can_generate():
+            await self.drop_turns(editing)
+        if await self.submit(text):
+            event.prompt.clear()
+
+    def models_loading(self) -> bool:
+        """Models are on their way (a message typed now can wait for them)."""
+        return not self.host.pair.ready and not self.host.pair.load_failed
+
+    async def submit(self, text: str) -> bool:
+        """Send `text` as the user's next message; False when no reply can start now."""
+        if not self.can_generate():
+            return False
+        for examples in self.query(ExampleOpenings):
+            await examples.remove()
+        self.prompt.focus()
+        await self.add_user_turn(text)
+        await self.start_reply()
+        return True
+
+    async def start_reply(self) -> None:
+        """A reply to the conversation as it stands (after a new message, or to regenerate)."""
+        conversation, options = self.chat.conversation, self.host.pair.options
+        conversation.update(pair=options.pair_name, models=models_record(options), mode=self.chat.mode)
+        title = "continuation" if self.chat.mode == "completion" else "assistant"
+        await self.open_reply(title)
+        self.host.panel.start_reply()
+        self.begin_generation("reply", conversation.prompt_messages(), self.host.pair.draft_control)
+
+    def can_generate(self) -> bool:
+        if self.host.pair.load_failed:
+            self.notify("no model is loaded (the error above says why): pick a pair with ctrl+p, "
+                        "or restart with --target/--draft", severity="warning")
+            return False
+        if not self.host.pair.ready:
+            self.notify("the models are still loading; one moment")
+            return False
+        if self.replies.busy is not None:
+            self.notify("a reply is running: wait for it, or press Escape to stop it")
+            return False
+        return True
+
+    def prompt_style(self) -> PromptStyle:
+        settings = self.chat.conversation.settings
+        return PromptStyle(self.chat.mode, settings.thinking, settings.reasoning_effort)
+
+    def begin_generation(self, purpose: ReplyPurpose, messages: list[ChatMessage], control: DraftControl) -> None:
+        """Ask the app's reply worker for a reply (or a side-by-side re-run) to `messages`."""
+        pair = self.host.pair
+        self.replies.busy = purpose
+        self.replies.stop_requested.clear()
+        self.set_status("generating… (Escape stops)", None)
+        probe = baseline_probe(pair.baseline, pair.load_meter.others()) if purpose == "reply" else 0
+        request = pair.options.reply_request(messages, control, settings=self.chat.conversation.settings,
+                                             style=self.prompt_style(),
+                                             baseline_probe=probe if control.enabled else 0,
+                                             recommended=pair.recommended_sampling)
+        self.host.generate_reply(request, purpose)
+
+    async def send_queued(self) -> None:
+        """The models are ready: send what was typed while they loaded."""
+        text = await self.take_queued()
+        if text is not None and not await self.submit(text):
+            self.prompt.set_text(text)
+
+    async def on_prompt_input_edit_last(self, event: PromptInput.EditLast) -> None:
+        event.stop()
+        await self.edit_last()
+
+    async def edit_last(self) -> None:
+        """Put the last message sent back in the box; Enter resends it in place of the old turn."""
+        index = self.chat.conversation.last_user_index
+        if index is None:
+            self.notify("nothing to edit yet: send a message first")
+            return
+        if self.replies.busy is not None:
+            self.notify("a reply is running: wait for it, or press Escape to stop it")
+            return
+        self.cancel_edit()
+        self.start_edit(index)
+        self.set_status("editing your last message: Enter resends it (its reply is replaced), Escape cancels",
+                        busy=False)
+
+    def cancel_edit(self) -> bool:
+        if not self.end_edit():
+            return False
+        self.ready_status()
+        return True
+
+    async def regenerate(self) -> None:
+        """A new reply in place of the last one (current K, drafter and settings)."""
+        messages = self.chat.conversation.messages
+        if not messages:
+            self.notify("nothing to regenerate yet: send a message first")
+            return
+        if not self.can_generate():
+            return
+        self.cancel_edit()
+        if messages[-1].role == "assistant":
+            await self.drop_turns(len(messages) - 1)
+        await self.start_reply()
+
+    # ----- the chat shown ------------------------------------------------------------------------
+
+    async def show_conversation(self, conversation: Conversation, show_timings: bool) -> None:
+        """Replace the log with a stored conversation (resume, or picked from the list)."""
+        self.chat.conversation = conversation
+        await self.log_view.show_stored(conversation, self.chat.colouring, show_timings)
+
+    async def add_user_turn(self, text: str) -> None:
+        """The user's next message, into the chat and the log."""
+        self.chat.conversation.add_user(text)
+        await self.log_view.add(UserMessage(text, len(self.chat.conversation.messages) - 1))
+
+    async def drop_turns(self, index: int) -> None:
+        """Take the turn at `index` and all after it out of the chat, the store and the log."""
+        self.replies.editing = None
+        self.chat.conversation.truncate(index)
+        await self.log_view.remove_from_turn(index)
+
+    # ----- the queued message --------------------------------------------------------------------
+
+    async def queue(self, text: str) -> None:
+        """Keep the message until the models are ready (one at a time)."""
+        if self.replies.queued is not None:
+            self.notify("a message is already waiting for the models (Escape cancels it)")
+            return
+        self.replies.queued = UserMessage(text, queued=True)
+        await self.log_view.add(self.replies.queued)
+        self.prompt.clear()
+        self.status_line.queued = True
+        self.status_line.redraw()
+
+    async def take_queued(self) -> str | None:
+        """The queued message's text, taken out of the log (None: nothing was queued)."""
+        widget, self.replies.queued = self.replies.queued, None
+        self.status_line.queued = False  # said from the next status
+        if widget is None:
+            return None
+        await widget.remove()
+        return widget.text
+
+    async def cancel_queued(self, reason: str = "the queued message was cancelled") -> bool:
+        """Give the queued text back to the message box; False when nothing was queued."""
+        widget, self.replies.queued = self.replies.queued, None
+        if widget is None:
+            return False
+        await widget.remove()
+        if not self.prompt.text.strip():
+            self.prompt.set_text(widget.text)
+        self.status_line.queued = False
+        self.status_line.redraw()
+        self.notify(f"{reason}: its text is back in the message box", timeout=4)
+        return True
+
+    # ----- the turn being edited -----------------------------------------------------------------
+
+    def start_edit(self, index: int) -> None:
+        """Put the message at `index` back in the box, marked in the log."""
+        self.replies.editing = index
+        self.prompt.set_text(self.chat.conversation.messages[index].content)
+        self.prompt.focus()
+        if (widget := self.log_view.turn_widget(index)) is not None:
+            widget.add_class("-editing")
+
+    def end_edit(self) -> bool:
+        """Stop editing (the box emptied, the mark gone); False when nothing was edited."""
+        if self.replies.editing is None:
+            return False
+        if (widget := self.log_view.turn_widget(self.replies.editing)) is not None:
+            widget.remove_class("-editing")
+        self.replies.editing = None
+        self.prompt.clear()
+        return True
+
+    # ----- the reply streamed --------------------------------------------------------------------
+
+    async def open_reply(self, title: str) -> AssistantMessage:
+        """The widget the next reply streams into, at the end of the log."""
+        widget = AssistantMessage(title=title, streaming=True, turn=len(self.chat.conversation.messages))
+        self.replies.reply_widget = widget
+        await self.log_view.add(widget)
+        widget.set_colouring(self.chat.colouring)
+        self.chat.conversation.start_reply()
+        return widget
+
+    async def show_update(self, message: ReplyUpdate) -> None:
+        """A batch from the reply worker: its pieces into their widget, the reply saved as it
+        stands, its cycles into the panel."""
+        widget, comparison = self.replies.reply_widget, self.replies.comparison
+        if message.purpose == "compare":
+            widget = comparison.right if comparison else None
+        if widget is not None:
+            await widget.append(message.pieces)
+        if message.purpose != "reply":
+            return
+        pair = self.host.pair
+        k_label = None
+        if message.cycles:
+            self.replies.last_cycle_k = message.cycles[-1].k
+            k_label = describe_k(pair.draft_control, pair.drafters, self.replies.last_cycle_k)
+        thinking = widget.in_reasoning if widget is not None and widget.reasoning_pieces else None
+        self.host.panel.reply_progress(message.cycles, message.totals, k_label, thinking)
+        if widget is not None:
+            self.chat.conversation.save_partial(widget.text, widget.reasoning)
+
+    async def show_finished(self, message: ReplyFinished) -> None:
+        """The reply worker's end: the figures under the reply (or the re-run's verdict), the
+        reply stored, a baseline it measured, a fault it met; then idle."""
+        finished = message.finished
+        figures = finished.figures
+        if message.speculation_off or finished.stats.probe_tokens:
+            source = ("side-by-side re-run" if message.purpose == "compare" else
+                      "reply with speculation off" if message.speculation_off else "probe at this reply's start")
+            if (fresh := from_stats(finished.stats, source, self.host.pair.load_meter.others())) is not None:
+                self.host.set_baseline(fresh)
+        if message.purpose == "compare":
+            await self._finish_comparison(figures)
+        else:
+            await self._finish_reply(finished)
+        if (fault := faults.of_finished(finished, "app")) is not None:
+            self.notify(fault.line, severity="error", timeout=15)
+            await self.note(fault.line, "error")
+            self.host.pair.reload_pending = self.host.pair.reload_pending or fault.reload
+        await self.end_reply()
+
+    async def _finish_reply(self, finished: ReplyDone) -> None:
+        widget = self.replies.reply_widget
+        figures = finished.figures
+        pair = self.host.pair
+        if widget is not None:
+            await widget.finish(figures, meta_line(figures, pair.options.show_timings))
+        text = widget.text if widget else finished.text
+        reasoning = widget.reasoning if widget else finished.reasoning
+        conversation = self.chat.conversation
+        if self.host.quit_state.quitting is not None and finished.reason == "cancelled":  # stopped by the quit:
+            conversation.save_interrupted(text, reasoning, {**figures.stored(), "reason": "interrupted"})  # whole
+        else:
+            conversation.finish_reply(text, figures, reasoning)
+        advice = self.host.panel.reply_finished(finished.stats, figures.thinking_tokens, pair.draft_same_model)
+        if advice:
+            self.notify(advice, severity="warning", timeout=10)
+
+    async def _finish_comparison(self, figures: ReplyFigures) -> None:
+        comparison = self.replies.comparison
+        if comparison is None:
+            return
+        timings = self.host.pair.options.show_timings
+        await comparison.right.finish(figures, meta_line(figures, timings))
+        same = comparison.left.text == comparison.right.text
+        comparison.set_verdict(comparison_verdict(comparison.left.figures, figures, same, timings))
+
+    async def end_reply(self) -> None:
+        """Back to idle after a reply, a comparison or a failure (or, quitting, out)."""
+        await self.end_streaming()
+        quitting = self.host.quit_state.quitting
+        if quitting is not None:
+            self.host.exit(return_code=quitting)
+            return
+        self.ready_status()
+        if self.replies.after_idle is not None:
+            callback, self.replies.after_idle = self.replies.after_idle, None
+            await callback()
+
+    async def end_streaming(self) -> None:
+        """The reply or re-run has ended: one still streaming (it failed midway) is marked failed,
+        what it said kept; the pane is idle again."""
+        widget = self.replies.reply_widget
+        failed = ReplyFigures.failed()
+        if self.replies.busy == "reply" and widget is not None and widget.streaming:  # failed mid-reply
+            await widget.finish(failed, "failed")
+            self.chat.conversation.finish_reply(widget.text, failed, widget.reasoning)
+        comparison = self.replies.comparison
+        if self.replies.busy == "compare" and comparison and comparison.right.streaming:
+            await comparison.right.finish(failed, "failed")
+        self.replies.busy = None
+        self.replies.reply_widget = None

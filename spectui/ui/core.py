@@ -1,0 +1,119 @@
+"""`AppCore`: what every part of the app shares — its state, by owner (`spectui.ui.state`), the
+widgets it talks to, and the helpers all parts call (notes, toasts, the status line, the panel's
+K line). The app's parts (`lifecycle`, `fit`, `controls`, `replies`, `chat_actions`, `workers`)
+subclass it, and `SpectuiApp` (`spectui.ui.app`) joins them with the layout and the loading.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.app import App
+from textual.notifications import SeverityLevel
+from textual.worker import WorkerFailed
+
+from spectui import safe_text
+from spectui.chat.conversation import Conversation
+from spectui.chat.safe_store import SafeStore
+from spectui.paths import chats_db_path
+from spectui.session.baseline import Baseline
+from spectui.session.options import ChatOptions
+from spectui.ui.chat_pane import ChatPane
+from spectui.ui.chat_view import ChatLog
+from spectui.ui.prompt import PromptInput
+from spectui.ui.state import ChatState, PairState, QuitState, ReplyState
+from spectui.ui.stats_panel import StatsPanel
+from spectui.ui.status_line import StatusLine
+
+
+class AppCore(App[int]):
+    """The state every part of the app reads, each group written by its owner (see `state`): the
+    app holds `pair` and `quit_state`, its chat pane `chat` and `replies`."""
+
+    def __init__(self, options: ChatOptions, store_path: Path | None = None) -> None:
+        super().__init__()
+        self.pair = PairState(options, options.draft_control())
+        """The pair of models (loading side)."""
+        store = SafeStore(store_path or chats_db_path())
+        conversation = Conversation(store, options.pair_name, options.system, options.chat_settings())
+        self.chat_pane = ChatPane(ChatState(store, conversation), id="chat-column")
+        """The status line, the chat log and the message box, and the state of what they show."""
+        self.quit_state = QuitState()
+        """How the app ends."""
+
+    @property
+    def chat(self) -> ChatState:
+        """The chat on screen and its store (the chat pane's)."""
+        return self.chat_pane.chat
+
+    @property
+    def replies(self) -> ReplyState:
+        """The reply in progress, the queued message, the edit (the chat pane's)."""
+        return self.chat_pane.replies
+
+    # ----- the widgets every part talks to -------------------------------------------------------
+
+    @property
+    def log_view(self) -> ChatLog:
+        return self.chat_pane.log_view
+
+    @property
+    def panel(self) -> StatsPanel:
+        return self.query_one("#stats", StatsPanel)
+
+    @property
+    def prompt(self) -> PromptInput:
+        return self.chat_pane.prompt
+
+    @property
+    def status_line(self) -> StatusLine:
+        return self.chat_pane.status_line
+
+    def set_status(self, text: str, fraction: float | None = None, *, busy: bool = True) -> None:
+        self.chat_pane.set_status(text, fraction, busy=busy)
+
+    def ready_status(self) -> None:
+        self.chat_pane.ready_status()
+
+    def set_baseline(self, baseline: Baseline) -> None:
+        """A baseline measured for the loaded pair (after load, or by a reply that measured one)."""
+        self.pair.baseline = baseline
+        self.panel.show_baseline(baseline)
+
+    def refresh_k(self) -> None:
+        self.panel.show_k(self.pair.draft_control, self.pair.drafters, self.replies.last_cycle_k,
+                          self.pair.options.renamed)
+
+    # ----- notes and toasts --------------------------------------------------------------------
+
+    async def note(self, text: str, kind: str = "info") -> None:
+        await self.chat_pane.note(text, kind)
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Every toast, terminal-safe and never read as markup: toasts quote names, paths and
+        errors from outside (a model named `[bold red]x` shows those characters)."""
+        super().notify(safe_text.block(message), title=safe_text.line(title), severity=severity,
+                       timeout=timeout, markup=False)
+
+    def store_notice(self, line: str, severity: str) -> None:
+        """A line from the chat store (damaged, unsaved, a failed write): toast + full note."""
+        self.notify(line, severity="error" if severity == "error" else "warning", timeout=15)
+        self.call_later(self.note, line, "error" if severity == "error" else "warning")
+        self.sub_title = self.subtitle(self.pair.options)
+
+    def subtitle(self, options: ChatOptions) -> str:
+        """The header's second line: the mode (once known), the models, whether chats are saved."""
+        saving = "" if self.chat.store.saving else "chats not saved"
+        return safe_text.line(" · ".join(part for part in (self.chat.mode, options.models_label, saving) if part))
+
+    def _handle_exception(self, error: Exception) -> None:
+        """An unexpected exception (a handler's error, a worker's raise) ends the app with exit
+        code 1 and one line naming a log of the traceback, instead of Textual's traceback dump."""
+        from spectui.crashlog import report
+
+        cause = error.error if isinstance(error, WorkerFailed) else error
+        if self.quit_state.crash_line is None:
+            self.quit_state.crash_line = report(cause, "running the chat app")
+        super()._handle_exception(error)  # return code 1, remembered for tests, the app closes
+        self._exit_renderables.clear()  # the traceback is in the log, not on the terminal
