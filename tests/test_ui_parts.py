@@ -148,6 +148,23 @@ def test_low_acceptance_advice_only_when_the_draft_mostly_missed() -> None:
     assert low_acceptance_advice(stats(drafted=6, accepted=0), "8") is None  # too little to tell
 
 
+def test_token_trees_alternatives_are_not_read_as_a_draft_that_misses() -> None:
+    """A tree of 7 candidates for one position can have 1 accepted at most: 14 % of its nodes
+    even when the draft's first guess is always right. Only the chains judge the draft."""
+    totals = GenerationStats()
+    for _ in range(8):
+        totals.add_cycle(CycleStats(k=7, drafted=7, accepted=1, emitted=2, seconds=0.01, branches=7))
+    for _ in range(10):
+        totals.add_cycle(CycleStats(k=3, drafted=3, accepted=2, emitted=3, seconds=0.01))
+    assert totals.acceptance_rate < 0.4  # the share of accepted nodes, trees included
+    assert totals.chain_acceptance_rate == 20 / 30
+    assert low_acceptance_advice(totals, "auto") is None
+    for _ in range(10):  # chains that do miss still get the advice, trees or not
+        totals.add_cycle(CycleStats(k=3, drafted=3, accepted=0, emitted=1, seconds=0.01))
+    advice = low_acceptance_advice(totals, "auto")
+    assert advice is not None and "33%" in advice
+
+
 def test_acceptance_series_skips_cycles_without_a_draft() -> None:
     cycles = [CycleStats(4, 4, 2, 3, 0.1), CycleStats(0, 0, 0, 1, 0.1), CycleStats(4, 4, 4, 5, 0.1)]
     assert acceptance_series(cycles) == [0.5, 1.0]

@@ -97,6 +97,8 @@ class GenerationStats:
     """Cycles whose proposal was a token tree (several candidates for some position)."""
     tree_nodes: int = 0
     """Tokens proposed in those cycles (their trees' nodes)."""
+    tree_accepted: int = 0
+    """Tokens accepted in those cycles (one path: at most one candidate per position)."""
     tree_branches: int = 0
     """Leaves of those trees."""
     largest_tree: int = 0
@@ -123,6 +125,7 @@ class GenerationStats:
         if cycle.branches > 1:
             self.tree_cycles += 1
             self.tree_nodes += cycle.drafted
+            self.tree_accepted += cycle.accepted
             self.tree_branches += cycle.branches
             self.largest_tree = max(self.largest_tree, cycle.drafted)
         if cycle.drafted:
@@ -136,6 +139,19 @@ class GenerationStats:
     def acceptance_rate(self) -> float:
         """accepted / drafted over the reply (0 when nothing was drafted)."""
         return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def chain_drafted(self) -> int:
+        """Tokens proposed in the cycles that verified a chain (not a tree)."""
+        return self.drafted - self.tree_nodes
+
+    @property
+    def chain_acceptance_rate(self) -> float:
+        """accepted / drafted over the chain cycles only. A tree's nodes include the alternatives
+        for one position, of which at most one can be accepted, so its share of accepted nodes is
+        low by construction, however well the draft guesses: not a sign that the draft misses."""
+        drafted = self.chain_drafted
+        return (self.accepted - self.tree_accepted) / drafted if drafted else 0.0
 
     @property
     def mean_accepted(self) -> float:

@@ -117,12 +117,13 @@ def low_acceptance_advice(totals: GenerationStats, k_label: str, same_model: boo
     `same_model`: the draft is the target's own model at another precision (the demo pair), so a
     draft "from the same family" is no advice; a less quantized draft or a lower temperature is.
     """
-    if totals.drafted < MIN_DRAFTED_FOR_ADVICE or totals.acceptance_rate >= LOW_ACCEPTANCE:
+    # judged on the chains only: a tree's alternatives would read as misses (chain_acceptance_rate)
+    if totals.chain_drafted < MIN_DRAFTED_FOR_ADVICE or totals.chain_acceptance_rate >= LOW_ACCEPTANCE:
         return None
     better = ("the draft is this model at a lower precision: a less quantized draft agrees more "
               "(and costs more), and a lower --temperature raises acceptance" if same_model
               else "a draft from the same family may agree more")
-    return (f"acceptance stayed low ({totals.acceptance_rate:.0%} at K={k_label}): try a smaller K "
+    return (f"acceptance stayed low ({totals.chain_acceptance_rate:.0%} at K={k_label}): try a smaller K "
             f"(F2), K=auto, or speculation off (F4); {better}")
 
 
