@@ -63,7 +63,7 @@ class RecordingApp(SpectuiApp):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.updates: list[ReplyUpdate] = []
         self.finishes: list[ReplyFinished] = []
-        self.update_interval = 0.0
+        self.engine.update_interval = 0.0
         self.pair.load_meter = StillMachine()  # type: ignore[assignment]
 
     def on_reply_update(self, message: ReplyUpdate) -> None:
@@ -345,7 +345,7 @@ async def test_incompatible_pair_is_reported_and_the_app_stays_usable(pair, inco
         await send(pilot, "Hello?", wait=False)
         await pilot.pause()
         assert app.replies.busy is None and not app.query(UserMessage)  # refused politely, not crashed
-        app.start_loading(options(pair))  # picking a good pair afterwards works
+        app.engine.start_loading(options(pair))  # picking a good pair afterwards works
         await ready(pilot)
         await send(pilot, "Hello")
         assert app.finishes

@@ -9,10 +9,9 @@ reply flow through them.
   the current K, drafter and settings. Either way the conversation, the store and the log drop
   the replaced turn together (`Conversation.truncate`, `ChatLog.remove_from_turn`).
 - A reply runs through the reply core (`spectui.session.reply`): the pane builds its
-  `ReplyRequest` (`ChatOptions.reply_request`) and asks the app's reply worker for it (what it
-  asks of the app is `ChatHost`, checked against `SpectuiApp`); the worker's messages reach the
-  app, which hands them here: pieces (answer and thinking apart) into an `AssistantMessage`, its
-  `ReplyFigures` under it and in the store.
+  `ReplyRequest` (`ChatOptions.reply_request`) for the engine host's reply worker (what it asks of
+  the app is `ChatHost`); the app hands the worker's messages here: pieces (answer and thinking
+  apart) into an `AssistantMessage`, its `ReplyFigures` under it and in the store.
 """
 
 from __future__ import annotations
@@ -27,11 +26,12 @@ from spectui import faults
 from spectui.chat.conversation import Conversation
 from spectui.chat.template import ChatMessage, PromptStyle
 from spectui.engine.config import DraftControl
-from spectui.session.baseline import Baseline, baseline_probe, from_stats
+from spectui.session.baseline import baseline_probe, from_stats
 from spectui.session.figures import ReplyFigures, comparison_verdict, describe_k, meta_line
 from spectui.session.options import ChatOptions
-from spectui.session.reply import ReplyDone, ReplyRequest
+from spectui.session.reply import ReplyDone
 from spectui.ui.chat_view import AssistantMessage, ChatLog, NoteMessage, UserMessage
+from spectui.ui.engine_host import EngineHost
 from spectui.ui.examples import ExampleOpenings
 from spectui.ui.messages import ReplyFinished, ReplyPurpose, ReplyUpdate
 from spectui.ui.prompt import PromptInput
@@ -56,11 +56,11 @@ class ChatHost(Protocol):
     def quit_state(self) -> QuitState: ...
     @property
     def panel(self) -> StatsPanel: ...
-    def generate_reply(self, request: ReplyRequest, purpose: ReplyPurpose) -> object:
-        """Start the reply worker (its messages come back through `show_update`, `show_finished`)."""
+    @property
+    def engine(self) -> EngineHost:
+        """Runs the reply worker (its messages come back through `show_update`, `show_finished`)."""
     async def reload_first(self, text: str) -> bool:
         """Load the models again first when a fault asks for it (`text` is then queued)."""
-    def set_baseline(self, baseline: Baseline) -> None: ...
     def exit(self, result: int | None = None, return_code: int = 0,
              message: RenderableType | None = None) -> None: ...
 
@@ -176,7 +176,7 @@ class ChatPane(Vertical):
                                              style=self.prompt_style(),
                                              baseline_probe=probe if control.enabled else 0,
                                              recommended=pair.recommended_sampling)
-        self.host.generate_reply(request, purpose)
+        self.host.engine.generate_reply(request, purpose)
 
     async def send_queued(self) -> None:
         """The models are ready: send what was typed while they loaded."""
@@ -334,7 +334,7 @@ class ChatPane(Vertical):
             source = ("side-by-side re-run" if message.purpose == "compare" else
                       "reply with speculation off" if message.speculation_off else "probe at this reply's start")
             if (fresh := from_stats(finished.stats, source, self.host.pair.load_meter.others())) is not None:
-                self.host.set_baseline(fresh)
+                self.host.engine.set_baseline(fresh)
         if message.purpose == "compare":
             await self._finish_comparison(figures)
         else:
@@ -342,7 +342,7 @@ class ChatPane(Vertical):
         if (fault := faults.of_finished(finished, "app")) is not None:
             self.notify(fault.line, severity="error", timeout=15)
             await self.note(fault.line, "error")
-            self.host.pair.reload_pending = self.host.pair.reload_pending or fault.reload
+            self.host.engine.set_reload_pending(self.host.pair.reload_pending or fault.reload)
         await self.end_reply()
 
     async def _finish_reply(self, finished: ReplyDone) -> None:

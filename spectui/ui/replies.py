@@ -1,7 +1,8 @@
 """The reply worker's messages and the reply keys, handed to the chat pane (`ChatPane`, which
 holds the reply flow: sending, the queued message, editing, regenerating, streaming). Part of
-`SpectuiApp`: the worker (`workers.generate_reply`) posts its `ReplyUpdate`s and `ReplyFinished`
-to the app, and the keys (Ctrl+R, the palette's "edit last message") are the app's bindings.
+`SpectuiApp`: the worker (`EngineHost.generate_reply`) posts its `ReplyUpdate`s, `ReplyFinished`
+or `EngineFailed` to the app, in one queue (a failure is seen after the reply's last pieces), and
+the keys (Ctrl+R, the palette's "edit last message") are the app's bindings.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from contextlib import suppress
 from textual.css.query import NoMatches
 
 from spectui.ui.core import AppCore
-from spectui.ui.messages import ReplyFinished, ReplyUpdate
+from spectui.ui.messages import EngineFailed, ReplyFinished, ReplyUpdate
 
 
 class Replies(AppCore):
-    """Hands the reply worker's messages and the reply keys to the chat pane."""
+    """Hands the reply worker's messages and the reply keys to the chat pane (a failure to the
+    engine host, which says it and ends the reply)."""
 
     async def on_reply_update(self, message: ReplyUpdate) -> None:
         with suppress(NoMatches):  # a batch that arrives as the app closes finds its widgets gone
@@ -24,6 +26,10 @@ class Replies(AppCore):
     async def on_reply_finished(self, message: ReplyFinished) -> None:
         with suppress(NoMatches):  # the end of a reply that arrives as the app closes: quitting saved it
             await self.chat_pane.show_finished(message)
+
+    async def on_engine_failed(self, message: EngineFailed) -> None:
+        """A reply that failed (the loading workers' failures go to the engine host itself)."""
+        await self.engine.on_engine_failed(message)
 
     async def action_edit_last(self) -> None:
         """Put the last message sent back in the box; Enter resends it in place of the old turn."""
