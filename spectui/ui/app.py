@@ -3,10 +3,9 @@
 Its widgets own their state: the chat pane (`ChatPane`: the chat, the reply flow), the panel
 (`StatsPanel`), the status line, and the engine host (`EngineHost`, never shown: the pair of
 models, every engine worker, what the loading workers report). The app's own parts: `controls`
-(speculation keys, chats), `replies` (a reply's messages and keys, handed to the chat pane;
-a reply's failure to the engine host), `chat_actions` (resume,
-settings, thinking, copy, export), `lifecycle` (quitting without losing the reply, signals,
-loading the pair again after a fault), `fit` (any terminal size down to 20x6).
+(speculation keys, chats, the reply keys), `chat_actions` (resume, settings, thinking, copy,
+export), `lifecycle` (quitting without losing the reply, signals, loading the pair again after a
+fault), `fit` (any terminal size down to 20x6).
 """
 
 from __future__ import annotations
@@ -30,12 +29,11 @@ from spectui.ui.examples import ExampleOpenings
 from spectui.ui.fit import Fitting
 from spectui.ui.lifecycle import Lifecycle
 from spectui.ui.pairs import LocalPairCommands, PairCommands
-from spectui.ui.replies import Replies
 from spectui.ui.stats_panel import StatsPanel
 from spectui.ui.workers import close_models
 
 
-class SpectuiApp(Lifecycle, Fitting, Controls, Replies, ChatActions):
+class SpectuiApp(Lifecycle, Fitting, Controls, ChatActions):
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "spectui"
     COMMANDS = App.COMMANDS | {ChatCommands, PairCommands, LocalPairCommands}

@@ -1,4 +1,5 @@
-"""The app's key actions (shown in the footer): K, speculation, comparison, colours, stop, chats."""
+"""The app's key actions (shown in the footer): K, speculation, comparison, colours, stop, chats;
+and the reply keys (Ctrl+R regenerates, the palette's "edit last message"), handed to the chat pane."""
 
 from __future__ import annotations
 
@@ -133,6 +134,14 @@ class Controls(AppCore):
             await self.show_conversation(Conversation.open(self.chat.store, chat_id, self.pair.options.chat_settings()))
 
         await self.when_idle(reopen)
+
+    async def action_edit_last(self) -> None:
+        """Put the last message sent back in the box; Enter resends it in place of the old turn."""
+        await self.chat_pane.edit_last()
+
+    async def action_regenerate(self) -> None:
+        """A new reply in place of the last one (current K, drafter and settings)."""
+        await self.chat_pane.regenerate()
 
     def choose_pair(self, name: str, pulled: bool) -> None:
         """From the pair picker: load a pulled pair, or pull it first (with progress)."""

@@ -1,6 +1,6 @@
 """`AppCore`: what every part of the app shares — its state, by owner (`spectui.ui.state`), the
 widgets it talks to, and the helpers all parts call (notes, toasts, the status line, the panel's
-K line). The app's parts (`lifecycle`, `fit`, `controls`, `replies`, `chat_actions`) subclass it,
+K line). The app's parts (`lifecycle`, `fit`, `controls`, `chat_actions`) subclass it,
 and `SpectuiApp` (`spectui.ui.app`) joins them with the layout; the pair and its workers are the
 `EngineHost` widget's (`spectui.ui.engine_host`).
 """
@@ -33,7 +33,9 @@ class AppCore(App[int]):
     app holds `quit_state`, its engine host `pair`, its chat pane `chat` and `replies`."""
 
     engine_class: ClassVar[type[EngineHost]] = EngineHost
-    """The engine host the app is built with (tests hold a load or record replies with their own)."""
+    """The engine host the app is built with (tests hold a load or record requests with their own)."""
+    pane_class: ClassVar[type[ChatPane]] = ChatPane
+    """The chat pane the app is built with (tests record or hold a reply's messages with their own)."""
 
     def __init__(self, options: ChatOptions, store_path: Path | None = None) -> None:
         super().__init__()
@@ -41,7 +43,7 @@ class AppCore(App[int]):
         """The pair of models, the engine workers and what they report (never shown)."""
         store = SafeStore(store_path or chats_db_path())
         conversation = Conversation(store, options.pair_name, options.system, options.chat_settings())
-        self.chat_pane = ChatPane(ChatState(store, conversation), id="chat-column")
+        self.chat_pane = self.pane_class(ChatState(store, conversation), id="chat-column")
         """The status line, the chat log and the message box, and the state of what they show."""
         self.quit_state = QuitState()
         """How the app ends."""

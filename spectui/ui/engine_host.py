@@ -5,9 +5,9 @@ messages those workers post.
 The workers run on this one node, so `exclusive=True, group="engine"` keeps a load and a reply
 from running together. The loading messages (`LoadProgress` … `EngineFailed`) come back here; the
 host tells the rest through `EngineClient` (what it asks of the app: the chat pane's status line
-and queued message, the panel, notes and toasts). A reply's messages go to the app, which hands
-them to the chat pane (`replies.py`), a reply's failure with them, so it is seen after the reply's
-last pieces. The other parts read `pair` (`app.pair`) and change it only through the methods here.
+and queued message, the panel, notes and toasts). A reply's messages go to the chat pane, a
+reply's failure with them (so it is seen after the reply's last pieces; the pane hands it back).
+The other parts read `pair` (`app.pair`) and change it only through the methods here.
 """
 
 from __future__ import annotations
@@ -203,9 +203,10 @@ class EngineHost(Widget):
         return memory.plan_run(options.target, options.drafter, options.n_ctx, options.n_gpu_layers)
 
     def generate_reply(self, request: ReplyRequest, purpose: ReplyPurpose) -> Worker[None]:
-        """One reply through the reply core (`session.reply`), its events batched to the app (its
-        messages, a failure too, in one queue: the app hands them to the chat pane)."""
-        return self._reply_worker(request, purpose, self.client.chat_pane.replies, self.app.post_message)
+        """One reply through the reply core (`session.reply`), its events batched to the chat pane
+        (its messages, a failure too, in the pane's one queue)."""
+        pane = self.client.chat_pane
+        return self._reply_worker(request, purpose, pane.replies, pane.post_message)
 
     @work(thread=True, exclusive=True, group="engine", exit_on_error=False)
     def _reply_worker(self, request: ReplyRequest, purpose: ReplyPurpose, replies: ReplyState,
@@ -317,7 +318,7 @@ class EngineHost(Widget):
         self.start_loading(options)
 
     async def on_engine_failed(self, message: EngineFailed) -> None:
-        """A load, a pull or (handed on by the app, after the reply's last pieces) a reply failed."""
+        """A load, a pull or (handed on by the chat pane, after the reply's last pieces) a reply failed."""
         self.client.notify(message.text, severity="error", timeout=15)
         await self.client.note(message.text, "error")
         self.pair.reload_pending = self.pair.reload_pending or message.reload

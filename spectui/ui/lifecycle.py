@@ -127,8 +127,10 @@ class Lifecycle(AppCore):
     def hang_up(self, line: str, code: int) -> None:
         """The terminal is gone: nothing can be drawn (Textual's output thread dies on the first
         write, and the app would block on the next), so the reply is stopped and saved from
-        what its thread streamed, here, and the process ends."""
+        what its thread streamed, here, and the process ends. It is a quit: a reply message the
+        chat pane still handles before the end saves the reply as interrupted, not finished."""
         self.quit_state.quit_line = line
+        self.quit_state.quitting = code
         self.replies.stop_requested.set()
         batcher = self.replies.batcher
         if batcher is not None and self.replies.busy == "reply":

@@ -1,8 +1,8 @@
 """Every message a worker thread posts to the UI.
 
 Workers never touch widgets: they post one of these and the handlers of the node it is posted to
-(the engine host's, `spectui.ui.engine_host`; a reply's, the app's), on the UI thread, update the
-screen. `post_message` is thread-safe. None bubbles: each is handled once, where it was posted.
+(the engine host's, `spectui.ui.engine_host`; a reply's, the chat pane's), on the UI thread,
+update the screen. `post_message` is thread-safe. None bubbles: each is handled once, where it was posted.
 """
 
 from __future__ import annotations
