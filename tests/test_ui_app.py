@@ -28,6 +28,7 @@ from spectui.engine.drafters import DrafterSpec
 from spectui.paths import chats_db_path
 from spectui.session.options import ChatOptions
 from spectui.ui.app import SpectuiApp
+from spectui.ui.chat_pane import ChatPane
 from spectui.ui.chat_view import AssistantMessage, Comparison, NoteMessage, UserMessage
 from spectui.ui.chat_view import shown as on_screen
 from spectui.ui.examples import EXAMPLES, ExampleOpenings
@@ -56,27 +57,34 @@ class StillMachine:
         return None
 
 
+class RecordingPane(ChatPane):
+    """Records, in its app's `updates` and `finishes`, the reply messages the reply worker posts
+    to the chat pane (handlers of every class in the MRO run: these first)."""
+
+    def on_reply_update(self, message: ReplyUpdate) -> None:
+        self.app.updates.append(message)  # type: ignore[attr-defined]
+
+    def on_reply_finished(self, message: ReplyFinished) -> None:
+        self.app.finishes.append(message)  # type: ignore[attr-defined]
+
+
 class RecordingApp(SpectuiApp):
-    """Records the messages the workers post (handlers of every class in the MRO run)."""
+    """Records the reply messages the workers post (through its `RecordingPane`)."""
+
+    pane_class = RecordingPane
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.updates: list[ReplyUpdate] = []
         self.finishes: list[ReplyFinished] = []
-        self.update_interval = 0.0
+        self.engine.update_interval = 0.0
         self.pair.load_meter = StillMachine()  # type: ignore[assignment]
 
-    def on_reply_update(self, message: ReplyUpdate) -> None:
-        self.updates.append(message)
 
-    def on_reply_finished(self, message: ReplyFinished) -> None:
-        self.finishes.append(message)
+class GatedPane(RecordingPane):
+    """Holds the generation thread after its first batch of finished cycles until `gate` is set."""
 
-
-class GatedApp(RecordingApp):
-    """Holds the generation thread after its first batch of finished cycles until `release`."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.gate = threading.Event()
         self.held = threading.Event()
@@ -87,6 +95,21 @@ class GatedApp(RecordingApp):
             self.held.set()
             self.gate.wait(DEADLINE)
         return posted
+
+
+class GatedApp(RecordingApp):
+    """Holds the generation thread after its first batch of finished cycles until `release`
+    (its `GatedPane`, where the reply worker posts)."""
+
+    pane_class = GatedPane
+
+    @property
+    def gate(self) -> threading.Event:
+        return self.chat_pane.gate  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def held(self) -> threading.Event:
+        return self.chat_pane.held  # type: ignore[attr-defined, no-any-return]
 
     def release(self) -> None:
         self.gate.set()
@@ -345,7 +368,7 @@ async def test_incompatible_pair_is_reported_and_the_app_stays_usable(pair, inco
         await send(pilot, "Hello?", wait=False)
         await pilot.pause()
         assert app.replies.busy is None and not app.query(UserMessage)  # refused politely, not crashed
-        app.start_loading(options(pair))  # picking a good pair afterwards works
+        app.engine.start_loading(options(pair))  # picking a good pair afterwards works
         await ready(pilot)
         await send(pilot, "Hello")
         assert app.finishes

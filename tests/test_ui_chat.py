@@ -32,13 +32,14 @@ from spectui.engine.config import SamplingConfig
 from spectui.paths import chats_db_path
 from spectui.session.reply import ReplyRequest
 from spectui.ui.chat_view import AssistantMessage, NoteMessage, UserMessage
+from spectui.ui.engine_host import EngineHost
 from spectui.ui.settings_screen import SettingsScreen
 
 
-class ConfigApp(RecordingApp):
-    """Also records the request of each reply (what the reply core was asked for)."""
+class ConfigHost(EngineHost):
+    """Records the request of each reply (what the reply core was asked for)."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.requests: list[ReplyRequest] = []
 
@@ -47,16 +48,36 @@ class ConfigApp(RecordingApp):
         return super().generate_reply(request, purpose)
 
 
-class SlowLoadApp(RecordingApp):
+class ConfigApp(RecordingApp):
+    """Also records the request of each reply (its engine host's `requests`)."""
+
+    engine_class = ConfigHost
+
+    @property
+    def requests(self) -> list[ReplyRequest]:
+        return self.engine.requests  # type: ignore[attr-defined, no-any-return]
+
+
+class SlowLoadHost(EngineHost):
     """Holds the load (in its worker thread) until `loaded.set()`."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.loaded = threading.Event()
 
     def _load_locked(self, *args: Any) -> None:
         self.loaded.wait(DEADLINE)
         super()._load_locked(*args)
+
+
+class SlowLoadApp(RecordingApp):
+    """Holds the load (in its engine host's worker thread) until `loaded.set()`."""
+
+    engine_class = SlowLoadHost
+
+    @property
+    def loaded(self) -> threading.Event:
+        return self.engine.loaded  # type: ignore[attr-defined, no-any-return]
 
 
 @pytest.fixture

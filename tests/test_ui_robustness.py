@@ -32,6 +32,7 @@ from spectui.paths import chats_db_path
 from spectui.session.figures import ReplyFigures, meta_line
 from spectui.session.reply import ReplyPiece
 from spectui.ui.chat_view import AssistantMessage, ChatLog, NoteMessage
+from spectui.ui.engine_host import EngineHost
 from spectui.ui.run import report_exit
 from spectui.ui.stats_panel import low_acceptance_advice, same_model
 
@@ -146,26 +147,31 @@ async def test_after_a_failed_load_nothing_says_loading_or_measuring(pair, tmp_p
         assert "nowhere.gguf" in notes(app, "error")[-1]
         assert app.prompt.text == "Hello?"  # given back, to send once the file is there
         assert not any("still loading" in t for t in toasts(app))
-        app.start_loading(options(pair))
+        app.engine.start_loading(options(pair))
         assert "measuring" in figures_text(app)
         await ready(pilot)
         assert "measuring" not in figures_text(app)
+
+
+class BuggyHost(EngineHost):
+    """A real engine host with a bug planted in one worker step (the first load: `BuggyApp.loads`)."""
+
+    def _memory_plan(self, options):
+        BuggyApp.loads += 1
+        if BuggyApp.loads == 1:
+            raise KeyError("planted bug in a worker")
+        return super()._memory_plan(options)
 
 
 class BuggyApp(RecordingApp):
     """A real app with a bug planted in one handler (F9) and one worker step (the first load)."""
 
     loads = 0
+    engine_class = BuggyHost
 
     def on_key(self, event) -> None:
         if event.key == "f9":
             raise ZeroDivisionError("planted bug in a handler")
-
-    def _memory_plan(self, options):
-        type(self).loads += 1
-        if type(self).loads == 1:
-            raise KeyError("planted bug in a worker")
-        return super()._memory_plan(options)
 
 
 @run_async
@@ -178,7 +184,7 @@ async def test_a_bug_in_a_worker_is_one_line_with_a_log_and_the_app_stays_usable
         assert "unexpected error while loading the models (KeyError: 'planted bug in a worker')" in error
         [log] = (spectui_home / "logs").iterdir()
         assert str(log) in error and "planted bug in a worker" in log.read_text()
-        app.start_loading(options(pair))
+        app.engine.start_loading(options(pair))
         await ready(pilot)
         await send(pilot, "Hello")
     assert app.quit_state.crash_line is None and not app.return_code

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from spectui.chat.settings import ChatSettings
 from spectui.chat.template import ChatMessage, PromptStyle
@@ -183,6 +184,13 @@ def for_pair(options: ChatOptions, name: str, target: Path, draft: Path | None, 
     return replace(options, pair_name=name, target=target, drafter=drafter,
                    k=options.k if recommended_k is None else recommended_k,
                    rpc=options.rpc_named or pair_rpc(name))
+
+
+def models_record(options: ChatOptions) -> dict[str, Any]:
+    """What a chat keeps of the models it runs with (what `--resume` reopens it with)."""
+    draft = options.drafter.draft
+    return {"pair": options.pair_name, "target": str(options.target), "draft": str(draft) if draft else None,
+            "drafter": options.drafter.kind}
 
 
 def pair_rpc(name: str) -> str | None:

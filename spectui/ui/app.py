@@ -1,10 +1,11 @@
 """`SpectuiApp`: the chat log, the message box, and the live speculation panel beside them.
 
-The app owns the UI state and the loading of models; the workers (`spectui.ui.workers`) own every
-llama.cpp call and report through messages. Its mixins: `controls` (speculation keys, chats),
-`replies` (sending, queueing, editing, regenerating, streaming replies), `chat_actions` (resume,
-settings, thinking, copy, export), `lifecycle` (quitting without losing the reply, signals,
-loading the pair again after a fault), `fit` (any terminal size down to 20x6).
+Its widgets own their state: the chat pane (`ChatPane`: the chat, the reply flow), the panel
+(`StatsPanel`), the status line, and the engine host (`EngineHost`, never shown: the pair of
+models, every engine worker, what the loading workers report). The app's own parts: `controls`
+(speculation keys, chats, the reply keys), `chat_actions` (resume, settings, thinking, copy,
+export), `lifecycle` (quitting without losing the reply, signals, loading the pair again after a
+fault), `fit` (any terminal size down to 20x6).
 """
 
 from __future__ import annotations
@@ -18,32 +19,21 @@ from textual.containers import Horizontal
 from textual.widgets import Footer, Header
 
 from spectui.catalog.demo import welcome
-from spectui.engine.drafters.spec import DrafterInfo
-from spectui.session.options import ChatOptions, for_pair, pair_drafter_kind
 from spectui.ui.chat_actions import ChatActions
 from spectui.ui.chat_pane import ChatHost
 from spectui.ui.chat_view import NoteMessage
 from spectui.ui.commands import ChatCommands
 from spectui.ui.controls import Controls
+from spectui.ui.engine_host import EngineClient
 from spectui.ui.examples import ExampleOpenings
 from spectui.ui.fit import Fitting
 from spectui.ui.lifecycle import Lifecycle
-from spectui.ui.messages import (
-    BaselineMeasured,
-    EngineFailed,
-    GpuUnused,
-    LoadProgress,
-    LoadWarning,
-    ModelsLoaded,
-    PairReady,
-)
 from spectui.ui.pairs import LocalPairCommands, PairCommands
-from spectui.ui.replies import Replies
 from spectui.ui.stats_panel import StatsPanel
-from spectui.ui.workers import EngineWorkers, close_models
+from spectui.ui.workers import close_models
 
 
-class SpectuiApp(Lifecycle, Fitting, Controls, Replies, ChatActions, EngineWorkers):
+class SpectuiApp(Lifecycle, Fitting, Controls, ChatActions):
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "spectui"
     COMMANDS = App.COMMANDS | {ChatCommands, PairCommands, LocalPairCommands}
@@ -76,6 +66,7 @@ class SpectuiApp(Lifecycle, Fitting, Controls, Replies, ChatActions, EngineWorke
             yield self.chat_pane
             yield StatsPanel(show_timings=self.pair.options.show_timings, id="stats")
         yield Footer()
+        yield self.engine
 
     async def on_mount(self) -> None:
         self.chat.store.attach(self.store_notice)
@@ -89,7 +80,7 @@ class SpectuiApp(Lifecycle, Fitting, Controls, Replies, ChatActions, EngineWorke
             await self.note(self.pair.options.notice)
         self.install_signal_handlers()
         self.fit_to(self.size.width, self.size.height)
-        self.start_loading(self.pair.options)
+        self.engine.start_loading(self.pair.options)
 
     def on_unmount(self) -> None:
         self.save_streamed()  # whatever ended the app (a crash too): the reply on screen is kept
@@ -100,47 +91,15 @@ class SpectuiApp(Lifecycle, Fitting, Controls, Replies, ChatActions, EngineWorke
         self.chat.store.close()
         self.cancel_watchdog()
 
-    # ----- loading -------------------------------------------------------------------------
+    # ----- the pair, as the engine host reports it ------------------------------------------------
 
-    def start_loading(self, options: ChatOptions) -> None:
-        self.pair.ready = False
-        self.pair.load_failed = False
-        self.pair.baseline = None  # it belonged to the models unloaded now
-        self.panel.start_measuring()
-        self.pair.options = options
-        self.pair.drafters = DrafterInfo()
-        self.chat.mode = ""
-        self.sub_title = self.subtitle(options)
-        self.set_status(f"loading {options.models_label}…", 0.0)
-        self.load_models(options)
-
-    def on_load_progress(self, message: LoadProgress) -> None:
-        self.set_status(message.label + "…", message.fraction)
-
-    def on_gpu_unused(self, message: GpuUnused) -> None:
-        self.panel.show_gpu_line(message.text)
-
-    async def on_load_warning(self, message: LoadWarning) -> None:
-        text = self.pair.options.renamed(message.text)
-        self.notify(text, severity="warning", timeout=12)
-        await self.note(text, "warning")
-
-    async def on_models_loaded(self, message: ModelsLoaded) -> None:
-        self.pair.drafters = message.drafters
-        self.pair.recommended_sampling = message.sampling
-        self.pair.loaded_mode = message.mode
-        self.chat.mode = self.chat_mode(self.chat.conversation)
+    def show_models(self, loaded: bool) -> None:
+        """The pair changed: a load started (no mode yet), or the models loaded (the chat's mode
+        with them, its settings)."""
+        self.chat.mode = self.chat_mode(self.chat.conversation) if loaded else ""
         self.sub_title = self.subtitle(self.pair.options)
-        self.refresh_settings()
-        self.pair.draft_same_model = message.draft_same_model
-        self.refresh_k()
-        for note in map(self.pair.options.renamed, message.drafters.notes):
-            self.notify(note, severity="warning", timeout=12)
-            await self.note(note, "warning")
-        if message.mode == "plain-chat":
-            self.notify(message.template_note, severity="warning")
-            await self.note(message.template_note, "warning")
-        await self.show_examples()
+        if loaded:
+            self.refresh_settings()
 
     async def show_examples(self) -> None:
         """On an empty chat: what a built-in demo pair is; in completion mode, what a base model
@@ -164,42 +123,12 @@ class SpectuiApp(Lifecycle, Fitting, Controls, Replies, ChatActions, EngineWorke
     async def on_example_openings_picked(self, message: ExampleOpenings.Picked) -> None:
         await self.chat_pane.submit(message.text)
 
-    async def on_baseline_measured(self, message: BaselineMeasured) -> None:
-        calibration = message.calibration
-        if calibration.baseline is not None:
-            self.pair.baseline = calibration.baseline
-        self.panel.measured(calibration.baseline,
-                            calibration.describe(with_figures=self.pair.options.show_timings))
-        self.pair.ready = True
-        self.ready_status()
-        if self.replies.queued is not None:
-            await self.chat_pane.send_queued()
-
-    async def on_pair_ready(self, message: PairReady) -> None:
-        kind = pair_drafter_kind(message.drafter, self.pair.options.drafter.kind)
-        options = for_pair(self.pair.options, message.name, message.target, message.draft, kind,
-                           message.recommended_k)
-        self.pair.draft_control = options.draft_control()
-        await self.note(f"switched to pair {message.name}: {options.models_label}")
-        self.start_loading(options)
-
-    async def on_engine_failed(self, message: EngineFailed) -> None:
-        self.notify(message.text, severity="error", timeout=15)
-        await self.note(message.text, "error")
-        self.pair.reload_pending = self.pair.reload_pending or message.reload
-        if message.during == "load":
-            self.pair.load_failed = True
-            self.panel.measured(None, None)
-            again = "your next message loads it again, or " if message.reload else ""
-            self.set_status(f"no model loaded: {again}pick a pair with ctrl+p", busy=False)
-            await self.chat_pane.cancel_queued("no model could be loaded for the queued message")
-        elif message.during == "pull":
-            self.set_status("pull failed", busy=False)
-        else:
-            await self.chat_pane.end_reply()
-
 
 if TYPE_CHECKING:
     def _hosts_the_chat_pane(app: SpectuiApp) -> ChatHost:
         """The type checker's proof that the app gives the chat pane all it asks for."""
+        return app
+
+    def _hosts_the_engine(app: SpectuiApp) -> EngineClient:
+        """The type checker's proof that the app gives the engine host all it asks for."""
         return app

@@ -111,7 +111,7 @@ class ChatActions(AppCore):
             return
         options, line = recorded_options(self.pair.options, conversation.pair, conversation.models)
         if options is not None:
-            self.pair.options, self.pair.draft_control = options, options.draft_control()
+            self.engine.use_options(options)
             await self.note(f"resumed with the models this chat was recorded with: {options.models_label}")
         elif line:
             self.notify(line, severity="warning", timeout=12)

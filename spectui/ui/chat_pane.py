@@ -9,42 +9,37 @@ reply flow through them.
   the current K, drafter and settings. Either way the conversation, the store and the log drop
   the replaced turn together (`Conversation.truncate`, `ChatLog.remove_from_turn`).
 - A reply runs through the reply core (`spectui.session.reply`): the pane builds its
-  `ReplyRequest` (`ChatOptions.reply_request`) and asks the app's reply worker for it (what it
-  asks of the app is `ChatHost`, checked against `SpectuiApp`); the worker's messages reach the
-  app, which hands them here: pieces (answer and thinking apart) into an `AssistantMessage`, its
-  `ReplyFigures` under it and in the store.
+  `ReplyRequest` (`ChatOptions.reply_request`) for the engine host's reply worker (what it asks of
+  the app is `ChatHost`), which posts its messages here: pieces (answer and thinking apart) into
+  an `AssistantMessage`, its `ReplyFigures` under it and in the store.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, cast
+from contextlib import suppress
+from typing import Protocol, cast
 
 from rich.console import RenderableType
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.css.query import NoMatches
 
 from spectui import faults
 from spectui.chat.conversation import Conversation
 from spectui.chat.template import ChatMessage, PromptStyle
 from spectui.engine.config import DraftControl
-from spectui.session.baseline import Baseline, baseline_probe, from_stats
+from spectui.session.baseline import baseline_probe, from_stats
 from spectui.session.figures import ReplyFigures, comparison_verdict, describe_k, meta_line
-from spectui.session.options import ChatOptions
-from spectui.session.reply import ReplyDone, ReplyRequest
+from spectui.session.options import models_record
+from spectui.session.reply import ReplyDone
 from spectui.ui.chat_view import AssistantMessage, ChatLog, NoteMessage, UserMessage
+from spectui.ui.engine_host import EngineHost
 from spectui.ui.examples import ExampleOpenings
-from spectui.ui.messages import ReplyFinished, ReplyPurpose, ReplyUpdate
+from spectui.ui.messages import EngineFailed, ReplyFinished, ReplyPurpose, ReplyUpdate
 from spectui.ui.prompt import PromptInput
 from spectui.ui.state import ChatState, PairState, QuitState, ReplyState
 from spectui.ui.stats_panel import StatsPanel
 from spectui.ui.status_line import StatusLine
-
-
-def models_record(options: ChatOptions) -> dict[str, Any]:
-    """What a chat keeps of the models it runs with (what `--resume` reopens it with)."""
-    draft = options.drafter.draft
-    return {"pair": options.pair_name, "target": str(options.target), "draft": str(draft) if draft else None,
-            "drafter": options.drafter.kind}
 
 
 class ChatHost(Protocol):
@@ -56,11 +51,11 @@ class ChatHost(Protocol):
     def quit_state(self) -> QuitState: ...
     @property
     def panel(self) -> StatsPanel: ...
-    def generate_reply(self, request: ReplyRequest, purpose: ReplyPurpose) -> object:
-        """Start the reply worker (its messages come back through `show_update`, `show_finished`)."""
+    @property
+    def engine(self) -> EngineHost:
+        """Runs the reply worker, which posts its messages (a failure too) to the pane."""
     async def reload_first(self, text: str) -> bool:
         """Load the models again first when a fault asks for it (`text` is then queued)."""
-    def set_baseline(self, baseline: Baseline) -> None: ...
     def exit(self, result: int | None = None, return_code: int = 0,
              message: RenderableType | None = None) -> None: ...
 
@@ -176,7 +171,7 @@ class ChatPane(Vertical):
                                              style=self.prompt_style(),
                                              baseline_probe=probe if control.enabled else 0,
                                              recommended=pair.recommended_sampling)
-        self.host.generate_reply(request, purpose)
+        self.host.engine.generate_reply(request, purpose)
 
     async def send_queued(self) -> None:
         """The models are ready: send what was typed while they loaded."""
@@ -305,45 +300,50 @@ class ChatPane(Vertical):
         self.chat.conversation.start_reply()
         return widget
 
-    async def show_update(self, message: ReplyUpdate) -> None:
+    async def on_engine_failed(self, message: EngineFailed) -> None:
+        await self.host.engine.on_engine_failed(message)  # the reply's: seen after its last pieces
+
+    async def on_reply_update(self, message: ReplyUpdate) -> None:
         """A batch from the reply worker: its pieces into their widget, the reply saved as it
         stands, its cycles into the panel."""
-        widget, comparison = self.replies.reply_widget, self.replies.comparison
-        if message.purpose == "compare":
-            widget = comparison.right if comparison else None
-        if widget is not None:
-            await widget.append(message.pieces)
-        if message.purpose != "reply":
-            return
-        pair = self.host.pair
-        k_label = None
-        if message.cycles:
-            self.replies.last_cycle_k = message.cycles[-1].k
-            k_label = describe_k(pair.draft_control, pair.drafters, self.replies.last_cycle_k)
-        thinking = widget.in_reasoning if widget is not None and widget.reasoning_pieces else None
-        self.host.panel.reply_progress(message.cycles, message.totals, k_label, thinking)
-        if widget is not None:
-            self.chat.conversation.save_partial(widget.text, widget.reasoning)
+        with suppress(NoMatches):  # a batch that arrives as the app closes finds its widgets gone
+            widget, comparison = self.replies.reply_widget, self.replies.comparison
+            if message.purpose == "compare":
+                widget = comparison.right if comparison else None
+            if widget is not None:
+                await widget.append(message.pieces)
+            if message.purpose != "reply":
+                return
+            pair = self.host.pair
+            k_label = None
+            if message.cycles:
+                self.replies.last_cycle_k = message.cycles[-1].k
+                k_label = describe_k(pair.draft_control, pair.drafters, self.replies.last_cycle_k)
+            thinking = widget.in_reasoning if widget is not None and widget.reasoning_pieces else None
+            self.host.panel.reply_progress(message.cycles, message.totals, k_label, thinking)
+            if widget is not None:
+                self.chat.conversation.save_partial(widget.text, widget.reasoning)
 
-    async def show_finished(self, message: ReplyFinished) -> None:
+    async def on_reply_finished(self, message: ReplyFinished) -> None:
         """The reply worker's end: the figures under the reply (or the re-run's verdict), the
         reply stored, a baseline it measured, a fault it met; then idle."""
-        finished = message.finished
-        figures = finished.figures
-        if message.speculation_off or finished.stats.probe_tokens:
-            source = ("side-by-side re-run" if message.purpose == "compare" else
-                      "reply with speculation off" if message.speculation_off else "probe at this reply's start")
-            if (fresh := from_stats(finished.stats, source, self.host.pair.load_meter.others())) is not None:
-                self.host.set_baseline(fresh)
-        if message.purpose == "compare":
-            await self._finish_comparison(figures)
-        else:
-            await self._finish_reply(finished)
-        if (fault := faults.of_finished(finished, "app")) is not None:
-            self.notify(fault.line, severity="error", timeout=15)
-            await self.note(fault.line, "error")
-            self.host.pair.reload_pending = self.host.pair.reload_pending or fault.reload
-        await self.end_reply()
+        with suppress(NoMatches):  # the end of a reply that arrives as the app closes: quitting saved it
+            finished = message.finished
+            figures = finished.figures
+            if message.speculation_off or finished.stats.probe_tokens:
+                source = ("side-by-side re-run" if message.purpose == "compare" else
+                          "reply with speculation off" if message.speculation_off else "probe at this reply's start")
+                if (fresh := from_stats(finished.stats, source, self.host.pair.load_meter.others())) is not None:
+                    self.host.engine.set_baseline(fresh)
+            if message.purpose == "compare":
+                await self._finish_comparison(figures)
+            else:
+                await self._finish_reply(finished)
+            if (fault := faults.of_finished(finished, "app")) is not None:
+                self.notify(fault.line, severity="error", timeout=15)
+                await self.note(fault.line, "error")
+                self.host.engine.set_reload_pending(self.host.pair.reload_pending or fault.reload)
+            await self.end_reply()
 
     async def _finish_reply(self, finished: ReplyDone) -> None:
         widget = self.replies.reply_widget

@@ -1,11 +1,10 @@
-"""The app's key actions (shown in the footer): K, speculation, comparison, colours, stop, chats."""
+"""The app's key actions (shown in the footer): K, speculation, comparison, colours, stop, chats;
+and the reply keys (Ctrl+R regenerates, the palette's "edit last message"), handed to the chat pane."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
-
-from textual.worker import Worker
 
 from spectui.chat.conversation import Conversation
 from spectui.engine.config import DraftControl
@@ -17,11 +16,10 @@ from spectui.ui.screens import ChatsScreen
 
 class Controls(AppCore):
     """The keys: K, speculation, drafter, comparison, colours, stop, chats. Every action runs on
-    the UI thread and never blocks; the speculation keys change `app.pair.draft_control`."""
+    the UI thread and never blocks; the speculation keys change `app.pair.draft_control` (in place)."""
 
     if TYPE_CHECKING:  # the other parts' own, declared for the type checker only: at run time
         # nothing here may shadow them (the parts come before their owners in the app's MRO)
-        def prepare_pair(self, name: str, pulled: bool) -> Worker[None]: ...
         def new_conversation(self) -> Conversation: ...
         def apply_chat_mode(self) -> None: ...
         def refresh_settings(self) -> None: ...
@@ -137,12 +135,19 @@ class Controls(AppCore):
 
         await self.when_idle(reopen)
 
+    async def action_edit_last(self) -> None:
+        """Put the last message sent back in the box; Enter resends it in place of the old turn."""
+        await self.chat_pane.edit_last()
+
+    async def action_regenerate(self) -> None:
+        """A new reply in place of the last one (current K, drafter and settings)."""
+        await self.chat_pane.regenerate()
+
     def choose_pair(self, name: str, pulled: bool) -> None:
         """From the pair picker: load a pulled pair, or pull it first (with progress)."""
         self.stop_reply()
-        self.pair.ready = False
         self.set_status(f"{'opening' if pulled else 'pulling'} pair {name}…", None)
-        self.prepare_pair(name, pulled)
+        self.engine.open_pair(name, pulled)
 
 
 def no_drafter_reason(drafters: DrafterInfo) -> str:

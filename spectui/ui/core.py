@@ -1,12 +1,14 @@
 """`AppCore`: what every part of the app shares — its state, by owner (`spectui.ui.state`), the
 widgets it talks to, and the helpers all parts call (notes, toasts, the status line, the panel's
-K line). The app's parts (`lifecycle`, `fit`, `controls`, `replies`, `chat_actions`, `workers`)
-subclass it, and `SpectuiApp` (`spectui.ui.app`) joins them with the layout and the loading.
+K line). The app's parts (`lifecycle`, `fit`, `controls`, `chat_actions`) subclass it,
+and `SpectuiApp` (`spectui.ui.app`) joins them with the layout; the pair and its workers are the
+`EngineHost` widget's (`spectui.ui.engine_host`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from textual.app import App
 from textual.notifications import SeverityLevel
@@ -16,10 +18,10 @@ from spectui import safe_text
 from spectui.chat.conversation import Conversation
 from spectui.chat.safe_store import SafeStore
 from spectui.paths import chats_db_path
-from spectui.session.baseline import Baseline
 from spectui.session.options import ChatOptions
 from spectui.ui.chat_pane import ChatPane
 from spectui.ui.chat_view import ChatLog
+from spectui.ui.engine_host import EngineHost
 from spectui.ui.prompt import PromptInput
 from spectui.ui.state import ChatState, PairState, QuitState, ReplyState
 from spectui.ui.stats_panel import StatsPanel
@@ -28,18 +30,28 @@ from spectui.ui.status_line import StatusLine
 
 class AppCore(App[int]):
     """The state every part of the app reads, each group written by its owner (see `state`): the
-    app holds `pair` and `quit_state`, its chat pane `chat` and `replies`."""
+    app holds `quit_state`, its engine host `pair`, its chat pane `chat` and `replies`."""
+
+    engine_class: ClassVar[type[EngineHost]] = EngineHost
+    """The engine host the app is built with (tests hold a load or record requests with their own)."""
+    pane_class: ClassVar[type[ChatPane]] = ChatPane
+    """The chat pane the app is built with (tests record or hold a reply's messages with their own)."""
 
     def __init__(self, options: ChatOptions, store_path: Path | None = None) -> None:
         super().__init__()
-        self.pair = PairState(options, options.draft_control())
-        """The pair of models (loading side)."""
+        self.engine = self.engine_class(PairState(options, options.draft_control()), id="engine")
+        """The pair of models, the engine workers and what they report (never shown)."""
         store = SafeStore(store_path or chats_db_path())
         conversation = Conversation(store, options.pair_name, options.system, options.chat_settings())
-        self.chat_pane = ChatPane(ChatState(store, conversation), id="chat-column")
+        self.chat_pane = self.pane_class(ChatState(store, conversation), id="chat-column")
         """The status line, the chat log and the message box, and the state of what they show."""
         self.quit_state = QuitState()
         """How the app ends."""
+
+    @property
+    def pair(self) -> PairState:
+        """The pair of models, loading or loaded (the engine host's: read here, changed there)."""
+        return self.engine.pair
 
     @property
     def chat(self) -> ChatState:
@@ -74,11 +86,6 @@ class AppCore(App[int]):
 
     def ready_status(self) -> None:
         self.chat_pane.ready_status()
-
-    def set_baseline(self, baseline: Baseline) -> None:
-        """A baseline measured for the loaded pair (after load, or by a reply that measured one)."""
-        self.pair.baseline = baseline
-        self.panel.show_baseline(baseline)
 
     def refresh_k(self) -> None:
         self.panel.show_k(self.pair.draft_control, self.pair.drafters, self.replies.last_cycle_k,

@@ -25,14 +25,12 @@ import asyncio
 import contextlib
 import signal
 import threading
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
-from textual.worker import Worker, WorkerCancelled
+from textual.worker import WorkerCancelled
 
 from spectui import faults
-from spectui.session.options import ChatOptions
 from spectui.ui.core import AppCore
-from spectui.ui.workers import LoadedHealth
 
 QUIT_WAIT = 3.0
 """Seconds a quit waits for the reply in progress to stop and hand over its last tokens."""
@@ -43,12 +41,7 @@ SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 class Lifecycle(AppCore):
     """Quitting, signals, loading again after a fault (see the module's docstring). Writes
-    `app.quit_state`, and `app.pair`'s `reload_pending` and `removed_noted`."""
-
-    if TYPE_CHECKING:  # the other parts' own, declared for the type checker only: at run time
-        # nothing here may shadow them (the parts come before their owners in the app's MRO)
-        def start_loading(self, options: ChatOptions) -> None: ...
-        def check_loaded(self) -> Worker[LoadedHealth]: ...
+    `app.quit_state`; asks the engine host (`app.engine`) to check, mark and load the pair."""
 
     # ----- quitting ----------------------------------------------------------------------------
 
@@ -134,8 +127,10 @@ class Lifecycle(AppCore):
     def hang_up(self, line: str, code: int) -> None:
         """The terminal is gone: nothing can be drawn (Textual's output thread dies on the first
         write, and the app would block on the next), so the reply is stopped and saved from
-        what its thread streamed, here, and the process ends."""
+        what its thread streamed, here, and the process ends. It is a quit: a reply message the
+        chat pane still handles before the end saves the reply as interrupted, not finished."""
         self.quit_state.quit_line = line
+        self.quit_state.quitting = code
         self.replies.stop_requested.set()
         batcher = self.replies.batcher
         if batcher is not None and self.replies.busy == "reply":
@@ -168,23 +163,22 @@ class Lifecycle(AppCore):
         pair, idle = self.pair, self.replies.busy is None
         if not pair.reload_pending and pair.ready and idle and pair.session.generator is not None:
             try:
-                health = await self.check_loaded().wait()
+                health = await self.engine.check_loaded().wait()
             except WorkerCancelled:
                 return True  # the app is ending: nothing is sent
             if health.fault is not None:
                 fault = faults.of_error(health.fault, "app")
-                self.pair.reload_pending = fault.reload
+                self.engine.set_reload_pending(fault.reload)
                 await self.note(fault.line, "warning")
-            for name in sorted(set(health.removed) - self.pair.removed_noted):
-                self.pair.removed_noted.add(name)
+            for name in self.engine.newly_removed(health.removed):
                 await self.note(f"{name} was removed from disk after it was loaded: this chat goes on with the "
                                 "loaded copy, but loading the pair again will not find it", "warning")
         if not pair.reload_pending or self.replies.busy is not None or (not pair.ready and not pair.load_failed):
             return False
-        self.pair.reload_pending = False
+        self.engine.set_reload_pending(False)
         await self.chat_pane.queue(text)
         await self.note(f"loading {self.pair.options.models_label} again; your message is sent once it is loaded")
-        self.start_loading(self.pair.options)
+        self.engine.start_loading(self.pair.options)
         return True
 
 

@@ -1,7 +1,8 @@
 """Every message a worker thread posts to the UI.
 
-Workers never touch widgets: they post one of these and the app's handlers (on the UI thread)
-update the screen. `post_message` is thread-safe.
+Workers never touch widgets: they post one of these and the handlers of the node it is posted to
+(the engine host's, `spectui.ui.engine_host`; a reply's, the chat pane's), on the UI thread,
+update the screen. `post_message` is thread-safe. None bubbles: each is handled once, where it was posted.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ ReplyPurpose = Literal["reply", "compare"]
 
 
 @dataclass
-class LoadProgress(Message):
+class LoadProgress(Message, bubble=False):
     """Model loading (or a pull) moved on: `fraction` in 0..1, None when unknown."""
 
     label: str
@@ -31,21 +32,21 @@ class LoadProgress(Message):
 
 
 @dataclass
-class LoadWarning(Message):
+class LoadWarning(Message, bubble=False):
     """Something the user should know before or while loading (memory, draft size)."""
 
     text: str
 
 
 @dataclass
-class GpuUnused(Message):
+class GpuUnused(Message, bubble=False):
     """The machine has a GPU this llama.cpp cannot use: the panel's header says so."""
 
     text: str
 
 
 @dataclass
-class ModelsLoaded(Message):
+class ModelsLoaded(Message, bubble=False):
     """Target and drafters are loaded and checked; a reply can start once the baseline is in."""
 
     target_name: str
@@ -61,14 +62,14 @@ class ModelsLoaded(Message):
 
 
 @dataclass
-class BaselineMeasured(Message):
+class BaselineMeasured(Message, bubble=False):
     """The calibration after load finished (its baseline is None when it was cancelled)."""
 
     calibration: Calibration
 
 
 @dataclass
-class EngineFailed(Message):
+class EngineFailed(Message, bubble=False):
     """A `SpectuiError` (load failure, incompatible pair, full context…): one line for the user."""
 
     text: str
@@ -79,7 +80,7 @@ class EngineFailed(Message):
 
 
 @dataclass
-class ReplyUpdate(Message):
+class ReplyUpdate(Message, bubble=False):
     """A batch of streamed text and finished cycles (posted a few times a second)."""
 
     purpose: ReplyPurpose
@@ -91,7 +92,7 @@ class ReplyUpdate(Message):
 
 
 @dataclass
-class ReplyFinished(Message):
+class ReplyFinished(Message, bubble=False):
     purpose: ReplyPurpose
     finished: ReplyDone
     """The reply core's last event: the text, the reasoning and the figures."""
@@ -105,7 +106,7 @@ class ReplyFinished(Message):
 
 
 @dataclass
-class PairReady(Message):
+class PairReady(Message, bubble=False):
     """A pair picked in the app is pulled and checked; load it next."""
 
     name: str

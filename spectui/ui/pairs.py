@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual.command import DiscoveryHit, Hit, Hits, Provider
@@ -24,6 +24,7 @@ from spectui.safe_text import content, line
 if TYPE_CHECKING:
     from spectui.catalog import PairStatus
     from spectui.catalog.local import Pairing
+    from spectui.ui.core import AppCore
 
 
 def pair_display(pair: PairStatus) -> Text:
@@ -112,7 +113,8 @@ class LocalPairCommands(Provider):
         target, best = pairing.target, pairing.best
         draft = best.model.path if best else None
         drafter = best.model.info.arch if best and best.model.info.kind == "head" else "model"  # eagle3, dflash
-        return lambda: self.app.post_message(PairReady(target.reference, target.path, draft, None, drafter))
+        return lambda: cast("AppCore", self.app).engine.post_message(  # the engine host loads it
+            PairReady(target.reference, target.path, draft, None, drafter))
 
     def _help(self, pairing: Pairing) -> str:
         if pairing.best is not None:

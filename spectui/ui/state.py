@@ -1,10 +1,10 @@
 """The app's state, grouped by the one part of the app that owns (writes) each piece.
 
-`app.pair` (PairState: the loading side, `app.py`'s loading handlers and `workers.py`) and
-`app.quit_state` (QuitState: `lifecycle.py`) are held by the app (`AppCore`); `app.chat`
-(ChatState) and `app.replies` (ReplyState) by the `ChatPane` widget (`#chat-column`), which draws
-them and runs the reply flow; the app's `chat_actions.py` and `controls.py` open chats and set
-them up, start comparisons and stop replies.
+`app.pair` (PairState) is held by the `EngineHost` widget (`#engine`, `engine_host.py`), which
+loads the models and runs every engine worker; `app.quit_state` (QuitState: `lifecycle.py`) by
+the app (`AppCore`); `app.chat` (ChatState) and `app.replies` (ReplyState) by the `ChatPane`
+widget (`#chat-column`), which draws them and runs the reply flow; the app's `chat_actions.py`
+and `controls.py` open chats and set them up, start comparisons and stop replies.
 Other parts read them; the notes on each class and field say who else writes one. The status
 line's text is the `StatusLine` widget's own, the panel's figures the `StatsPanel`'s (`PanelState`).
 """
@@ -34,14 +34,15 @@ if TYPE_CHECKING:
 
 @dataclass
 class PairState:
-    """The pair of models: which one, loading or loaded, and what it offers. Owned by the loading
-    side (`app.py`'s `start_loading` and `on_*` loading handlers, the workers that load)."""
+    """The pair of models: which one, loading or loaded, and what it offers. Owned by `EngineHost`
+    (`engine_host.py`): its workers and loading handlers write it; the app's parts read it through
+    `app.pair` and change it only through the host's methods."""
 
     options: ChatOptions
     """The run's options with the pair loaded or loading (a picked pair, or `--resume`'s, replaces them)."""
     draft_control: DraftControl
     """K, speculation on/off and the drafter, shared with the reply thread's loop (read each
-    cycle); the keys (`controls.py`) change it in place, a new pair replaces it."""
+    cycle); the keys (`controls.py`) change it in place through its methods, a new pair replaces it."""
     session: EngineSession = field(default_factory=EngineSession)
     """The loaded models; only the workers call into it (the UI thread reads `chat_format`)."""
     drafters: DrafterInfo = field(default_factory=DrafterInfo)
@@ -58,9 +59,9 @@ class PairState:
     """The last load failed: no model is loaded."""
     reload_pending: bool = False
     """A fault left the models unusable: the next message loads them again first
-    (`lifecycle.reload_first`; a reply's fault sets it too)."""
+    (`lifecycle.reload_first` and a reply's fault set it through `EngineHost.set_reload_pending`)."""
     removed_noted: set[str] = field(default_factory=set)
-    """Loaded model files already said to be gone from disk (`lifecycle.reload_first`)."""
+    """Loaded model files already said to be gone from disk (`EngineHost.newly_removed`)."""
     baseline: Baseline | None = None
     """Speculation-off speed with these models (measured after load, refreshed by replies that
     measure it); None until measured and after an unload."""
