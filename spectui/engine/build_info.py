@@ -114,11 +114,7 @@ def cpu_extra_buffers_usable() -> bool:
     from spectui.engine.model import init_backend
 
     init_backend()
-    for r in range(ggml.reg_count()):
-        reg = ggml.reg_get(r)
-        if _text(ggml.reg_name(reg)) == "CPU":
-            return AMX_FEATURE not in _cpu_features(ggml, reg)
-    return True
+    return AMX_FEATURE not in _cpu_backend_features(ggml)
 
 
 class _Registry:
@@ -173,6 +169,16 @@ def _cpu_features(ggml: _Registry, reg: int) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _cpu_backend_features(ggml: _Registry) -> tuple[str, ...]:
+    """The CPU registry's features: read alone, as a load must, without asking any other device
+    (an RPC worker's memory is a network call)."""
+    for r in range(ggml.reg_count()):
+        reg = ggml.reg_get(r)
+        if _text(ggml.reg_name(reg)) == "CPU":
+            return _cpu_features(ggml, reg)
+    return ()
+
+
 def read_build_info() -> BuildInfo:
     """Ask the installed llama.cpp what it was built with and which devices it finds.
 
@@ -191,12 +197,11 @@ def read_build_info() -> BuildInfo:
     version = commit = ""
     if ggml is not None:
         version, commit = _text(ggml.version()), _text(ggml.commit())
+        features = _cpu_backend_features(ggml)
         for r in range(ggml.reg_count()):
             reg = ggml.reg_get(r)
             backend = _text(ggml.reg_name(reg))
             backends.append(backend)
-            if backend == "CPU":
-                features = _cpu_features(ggml, reg)
             for d in range(ggml.reg_dev_count(reg)):
                 dev = ggml.reg_dev_get(reg, d)
                 free, total = ctypes.c_size_t(), ctypes.c_size_t()
