@@ -9,8 +9,9 @@ The command reads the store without writing to it (read-only, through the salvag
 store from an older version still exports as it is). A damaged store is never taken for an
 empty one: what can still be read is listed or exported, and one line on stderr says the store
 is damaged, what was read from it, and that `spectui export --repair` does what the app does when
-it opens such a store (moves it aside, keeps what can be read in a fresh one); the exit code is
-1 all the same, since what was read may not be all there was.
+it opens such a store (keeps what can be read in a fresh one, then moves the old one aside; a full
+disk leaves it as it was); the exit code is 1 all the same, since what was read may not be all
+there was. Files written with `-o` are written whole beside FILE first (`spectui.user_files`).
 """
 
 from __future__ import annotations
@@ -116,12 +117,13 @@ def render(chat: ChatExport, fmt: Format) -> str:
 
 def write(text: str, path: Path, *, force: bool = False) -> Path:
     """Write `text` to `path`, a new file unless `force` (`-o FILE --force`); one line when that
-    is impossible or `path` exists."""
-    from spectui.user_files import create_new
+    is impossible or `path` exists. Either way the file is written whole beside `path` first, so
+    a full disk leaves an existing FILE as it was (`spectui.user_files`)."""
+    from spectui.user_files import create_new, replace_file
 
     try:
         if force:
-            path.write_text(text, encoding="utf-8")
+            replace_file(path, text)
         else:
             create_new(path, text)
     except FileExistsError:
@@ -245,9 +247,11 @@ def list_chats(store: ChatStore) -> None:
 
 
 def repair_command() -> int:
-    """What the app does to a damaged store when it opens (`SafeStore`): move it aside, keep what
-    can be read in a fresh store. A sound store is left alone."""
-    from spectui.chat.safe_store import SafeStore
+    """What the app does to a damaged store when it opens (`SafeStore`): keep what can be read in
+    a fresh store, and move the damaged one aside once the fresh one is whole
+    (`spectui.chat.repair`). A sound store is left alone; one that cannot be repaired (a full
+    disk) too, with one line and exit code 1."""
+    from spectui.chat.repair import RepairFailed, repair
     from spectui.chat.salvage import damage
 
     path = saved_chats_path()
@@ -258,11 +262,13 @@ def repair_command() -> int:
     if reason is None:
         print(f"spectui: the chat store {path} is sound: nothing to repair", file=sys.stderr)
         return 0
-    store = SafeStore(path)
-    saving = store.saving
-    store.close()
-    said = "; ".join(line for line, _severity in store.notices)
-    if not saving:
-        raise StoreDamaged(f"the chat store {path} is damaged ({reason}) and could not be repaired: {said}")
-    print(f"spectui: {said}", file=sys.stderr)
+    try:
+        repaired = repair(path)
+    except RepairFailed as failure:
+        raise StoreDamaged(f"the chat store {path} is damaged ({reason}) and was left as it is: a repaired copy "
+                           f"cannot be written beside it ({failure}); make room and run `spectui export --repair` "
+                           "again (`spectui export` still reads it)") from None
+    into = f" into a fresh {path.name}" if repaired.found.messages else ""
+    print(f"spectui: the chat store was damaged ({reason}): it was moved to {repaired.aside}; "
+          f"{repaired.found.describe()}{into}", file=sys.stderr)
     return 0

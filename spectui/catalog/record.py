@@ -14,8 +14,6 @@ so `spectui rm NAME-old` still deletes them (`add_pair` returns what became of t
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -130,18 +128,11 @@ def read_record(path: Path | None = None) -> PulledRecord:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to a temp file beside `path`, then rename it over `path`."""
+    """Write `text` to a temp file beside `path`, fsync it, then rename it over `path`."""
+    from spectui.user_files import replace_file
+
     paths.ensure(path.parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    replace_file(path, text)
 
 
 @contextmanager

@@ -1,9 +1,11 @@
 """The chat store as the app uses it: it never raises, never takes the app down, never loses a chat.
 
 - A store that is not a database, fails SQLite's quick check, or raises a "malformed"/"not a
-  database" error at any point is moved aside (`chats.sqlite3.damaged-YYYYMMDD-HHMMSS`, with its
-  -wal/-shm), its readable chats are salvaged into a fresh store (`spectui.chat.salvage`), and
-  one line says so and where the old file is.
+  database" error at any point is replaced (`spectui.chat.repair`): its readable chats are
+  salvaged into a fresh store built beside it, and once that one is whole the old file is moved
+  aside (`chats.sqlite3.damaged-YYYYMMDD-HHMMSS`, with its -wal/-shm); one line says so and where
+  the old file is. When no whole copy can be written (a full disk), the old file stays where it
+  is and the chat runs in memory, showing what can still be read.
 - A directory that cannot be written (read-only mount, a file in the way) gives an in-memory
   store: the chat runs unsaved (past chats that can still be read are shown), and one line names
   the directory and `SPECTUI_HOME`.
@@ -25,7 +27,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from spectui.chat.salvage import Salvaged, is_damage, move_aside, salvage
+from spectui.chat.repair import RepairFailed, repair
+from spectui.chat.salvage import Salvaged, is_damage, salvage
 from spectui.chat.store import ChatInfo, ChatStore, ChatSummary, StoredMessage
 from spectui.errors import StorageError
 
@@ -105,19 +108,22 @@ class SafeStore:
         return store
 
     def _replace_damaged(self, error: sqlite3.Error) -> ChatStore:
-        """Move the damaged file aside, salvage it into a fresh store, and say so in one line."""
+        """Replace the damaged file with a repaired one (`spectui.chat.repair`: the damaged one is
+        moved aside only once the new one is whole), and say so in one line; when no repaired copy
+        can be written (a full disk), leave the file as it is and run in memory."""
         try:
-            aside = move_aside(self.path)
-        except OSError as move_error:
-            return self._in_memory(f"this chat runs unsaved: the chat store {self.path} is damaged ({error}) "
-                                   f"and cannot be moved aside ({move_error.strerror or move_error})")
+            repaired = repair(self.path)
+        except RepairFailed as failure:
+            return self._in_memory(f"this chat runs unsaved: the chat store {self.path} is damaged ({error}) and "
+                                   f"a repaired copy cannot be written ({failure}), so it was left as it is")
+        found = repaired.found
         try:
-            store, where = ChatStore(self.path), f" into a fresh {self.path.name}"
+            store, tail = ChatStore(self.path), f" into a fresh {self.path.name}" if found.messages else ""
         except (sqlite3.Error, OSError) as new_error:
-            store, where = ChatStore(None), f"; a fresh store cannot be made ({new_error}): this chat runs unsaved"
-        found = _salvage_into(aside, store)
-        tail = where if found.messages or not store.saving else ""
-        self._say(f"the chat store was damaged ({error}): it was moved to {aside}; {found.describe()}{tail}")
+            store = ChatStore(None)
+            found = _salvage_into(repaired.aside, store)
+            tail = f"; the repaired store cannot be opened ({new_error}): this chat runs unsaved"
+        self._say(f"the chat store was damaged ({error}): it was moved to {repaired.aside}; {found.describe()}{tail}")
         return store
 
     def _recover(self, error: sqlite3.Error) -> None:

@@ -1,4 +1,4 @@
-"""What can still be read from a damaged chat store, and moving the damaged file aside.
+"""What can still be read from a damaged chat store, and the name it is moved aside under.
 
 Python's sqlite3 has no `.recover` (that is a feature of the sqlite3 shell), so the salvage is
 plain SQL. Each table is read in rowid order, 256 rows at a time while the pages are sound; a
@@ -13,7 +13,6 @@ A truncated file is read through a copy whose header counts only the pages that 
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import tempfile
 from collections.abc import Iterator
@@ -51,17 +50,6 @@ def aside_path(path: Path, now: datetime | None = None) -> Path:
         candidate = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
         n += 1
     return candidate
-
-
-def move_aside(path: Path) -> Path:
-    """Rename the store and its -wal/-shm/-journal files together (never delete them); the
-    WAL keeps the name SQLite expects beside the moved file, so its pages are salvaged too."""
-    target = aside_path(path)
-    for suffix in SIDE_FILES:
-        source = path.with_name(path.name + suffix)
-        if source.exists():
-            os.replace(source, target.with_name(target.name + suffix))
-    return target
 
 
 @dataclass(frozen=True)

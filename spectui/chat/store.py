@@ -173,6 +173,14 @@ class ChatStore:
     def close(self) -> None:
         self._db.close()
 
+    def settle(self) -> None:
+        """Write the WAL into the file and leave WAL mode, so that the store is one whole file
+        (before it is renamed: a WAL does not follow its file). Raises if either cannot be done."""
+        busy, _log, _done = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        mode = self._db.execute("PRAGMA journal_mode=DELETE").fetchone()[0]
+        if busy or str(mode).lower() != "delete":
+            raise sqlite3.OperationalError(f"the store's WAL could not be written into it (journal mode {mode})")
+
     def transaction(self) -> _Transaction:
         """`with store.transaction():` — all or nothing, so a retried write never doubles."""
         return _Transaction(self._db)
