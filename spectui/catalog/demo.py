@@ -179,11 +179,14 @@ def _build(made: DemoRecipe, log: Log) -> None:
 
 
 def _atomic(dst: Path, write: Callable[[Path], None]) -> None:
-    """Write through `dst.partial`, renamed onto `dst` only when `write` returned."""
+    """Write through `dst.partial`, renamed onto `dst` only when `write` returned and the file
+    is on disk (fsynced: a crash right after never leaves an empty `dst`)."""
     tmp = dst.with_name(dst.name + ".partial")
     tmp.unlink(missing_ok=True)
     try:
         write(tmp)
+        with open(tmp, "rb") as written:
+            os.fsync(written.fileno())
         os.replace(tmp, dst)
     finally:
         tmp.unlink(missing_ok=True)

@@ -292,6 +292,8 @@ def _download_blob(info: FileInfo, blob: Path, tqdm_class: type | None) -> None:
             displayed_filename=info.remote.filename,
             tqdm_class=tqdm_class,
         )
+        f.flush()
+        os.fsync(f.fileno())  # on disk before it takes the blob's name
     _verify_sha256(info, partial)
     os.replace(partial, blob)
 
