@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from spectui import __version__, argtypes, faults, limits
+from spectui import __version__, argtypes, faults, limits, output
 from spectui.errors import SpectuiError
 
 Command = Callable[[argparse.Namespace], int]
@@ -287,13 +287,16 @@ def _check_writable(command: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if not output.standard_output_open():
+        return _fail(output.CLOSED_LINE)
     doing = "starting"
     try:
-        args = _parse(build_parser(), with_default_command(sys.argv[1:] if argv is None else argv))
-        doing = f"running `spectui {args.command}`"
-        _check_writable(args.command)
-        code = _command(args.command)(args)
-        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        with output.guarded():  # a failed write to stdout is an OutputError, not a file's
+            args = _parse(build_parser(), with_default_command(sys.argv[1:] if argv is None else argv))
+            doing = f"running `spectui {args.command}`"
+            _check_writable(args.command)
+            code = _command(args.command)(args)
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return code
     except SpectuiError as error:
         fault = faults.of_error(error)
@@ -306,6 +309,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         quiet_broken_pipe()
         return EXIT_BROKEN_PIPE
+    except output.OutputError as error:  # `spectui doctor > /dev/full`
+        from spectui.crashlog import quiet_broken_pipe
+
+        quiet_broken_pipe()
+        return _fail(error.line())
     except OSError as error:
         from spectui.crashlog import describe_os_error, report
 

@@ -87,8 +87,8 @@ def describe_os_error(error: OSError) -> str | None:
 
 
 def quiet_broken_pipe() -> None:
-    """After a BrokenPipeError on stdout (`spectui list | head -1`): point stdout at /dev/null so
-    the interpreter's final flush does not print a second error."""
+    """After a BrokenPipeError on stdout (`spectui list | head -1`) or a full one (`> /dev/full`):
+    point stdout at /dev/null so the interpreter's final flush does not print a second error."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -107,17 +107,29 @@ def _nvidia_smi(probe: Probe) -> list[MachineGpu]:
     if program is None:
         return []
     try:
-        out = subprocess.run([program, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=5, check=True).stdout
+        raw = subprocess.run([program, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"],
+                             capture_output=True, timeout=5, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return []
+    out = raw.decode("utf-8", errors="replace")  # another program's bytes: not always UTF-8
     gpus = []
     for line in out.splitlines():
         parts = [safe_text.line(part.strip()) for part in line.split(",")]
         if len(parts) >= 3 and parts[0]:
-            memory = int(parts[1]) * MIB if parts[1].isdigit() else None
-            gpus.append(MachineGpu("nvidia", parts[0], "nvidia-smi", memory, parts[2] or None))
+            gpus.append(MachineGpu("nvidia", parts[0], "nvidia-smi", mebibytes(parts[1]), parts[2] or None))
     return gpus
+
+
+def whole_number(figure: str) -> int | None:
+    """`16384` as an int; None for anything but ASCII digits (`[N/A]`, or `²`, which
+    `str.isdigit` accepts and `int` refuses)."""
+    return int(figure) if figure.isascii() and figure.isdigit() else None
+
+
+def mebibytes(figure: str) -> int | None:
+    """nvidia-smi's memory figure (MiB) in bytes, or None."""
+    number = whole_number(figure)
+    return number * MIB if number is not None else None
 
 
 def _nvidia_proc(probe: Probe) -> list[MachineGpu]:
@@ -148,7 +160,7 @@ def _render_nodes(probe: Probe) -> list[MachineGpu]:
         device_id = (_read(device / "device") or "").strip()
         name = product or f"{vendor.upper() if vendor == 'amd' else vendor.capitalize()} GPU {device_id}".strip()
         vram = (_read(device / "mem_info_vram_total") or "").strip()
-        gpus.append(MachineGpu(vendor, name, f"/dev/dri/{node.name}", int(vram) if vram.isdigit() else None))
+        gpus.append(MachineGpu(vendor, name, f"/dev/dri/{node.name}", whole_number(vram)))
     return gpus
 
 

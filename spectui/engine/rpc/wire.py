@@ -109,12 +109,13 @@ def parse_endpoints(text: str) -> list[Endpoint]:
 
 def parse_endpoint(text: str) -> Endpoint:
     host, sep, port_text = text.rpartition(":")
-    if not sep or not host or ":" in host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+    port = int(port_text) if port_text.isascii() and port_text.isdigit() else 0  # not `²`, which isdigit takes
+    if not sep or not host or ":" in host or not 0 < port < 65536:
         raise RpcError(
             f"{text!r} is not a worker address: write HOST:PORT (IPv4 or a host name), "
             f"e.g. 192.168.1.20:{DEFAULT_PORT}"
         )
-    return Endpoint(host, int(port_text))
+    return Endpoint(host, port)
 
 
 def is_compatible(version: tuple[int, int, int]) -> bool:
