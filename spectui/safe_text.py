@@ -10,8 +10,10 @@ another (the bidirectional overrides). Every such string passes through this mod
 - `line(text)`: for a name, a path, an error: every C0 control (U+0000-U+001F, newline, tab and
   CR included), DEL (U+007F), every C1 control (U+0080-U+009F, e.g. CSI U+009B, which some
   terminals take as `ESC [`), and the bidirectional embeddings, overrides and isolates
-  (U+202A-U+202E, U+2066-U+2069) and the line and paragraph separators (U+2028, U+2029) are
-  shown as escapes (`\\x1b`, `\\n`, `\\u202e`), so the result is one line that only prints.
+  (U+202A-U+202E, U+2066-U+2069), the line and paragraph separators (U+2028, U+2029) and lone
+  surrogates (U+D800-U+DFFF: a file name's bytes that are not UTF-8, which Python's
+  surrogateescape would print back raw, `\\x9b` being CSI to some terminals) are shown as escapes
+  (`\\x1b`, `\\n`, `\\u202e`, `\\udc9b`), so the result is one line that only prints.
 - `block(text)`: for several lines (a listing, a notice, a reply): the same, except that newline
   and tab are kept, where they lay out the text.
 - `content(text)`: for the app, `line` (or `block`) as a Textual `Content`, which no widget parses
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
 KEPT_IN_BLOCKS = "\n\t"
 """The controls `block` leaves alone: they lay out several lines and do nothing else."""
 
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 

@@ -14,6 +14,7 @@ so `spectui rm NAME-old` still deletes them (`add_pair` returns what became of t
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -135,14 +136,43 @@ def write_atomic(path: Path, text: str) -> None:
     replace_file(path, text)
 
 
+LOCK_QUIET_WAIT = 1.0
+"""Seconds the lock is waited for before saying so (another spectui's update takes milliseconds)."""
+LOCK_TIMEOUT = 60.0
+"""Seconds after which waiting for the lock ends in one line (its holder is stuck or stopped)."""
+
+
+def _say_waiting(line: str) -> None:
+    from spectui.safe_text import line as safe_line
+
+    print(f"spectui: {safe_line(line)}", file=sys.stderr, flush=True)
+
+
 @contextmanager
 def locked(path: Path) -> Iterator[None]:
-    """An inter-process (and inter-thread) lock beside `path`."""
-    from filelock import FileLock
+    """An inter-process (and inter-thread) lock beside `path`. Held by another process for more
+    than `LOCK_QUIET_WAIT` seconds, it is waited for with one line on stderr; after
+    `LOCK_TIMEOUT` seconds, `CatalogError` (the lock goes with the process that holds it: only a
+    live one, stuck or stopped with Ctrl+Z, can hold it that long)."""
+    from filelock import FileLock, Timeout
 
     paths.ensure(path.parent)
-    with FileLock(str(path) + ".lock"):
+    lock = FileLock(str(path) + ".lock")
+    try:
+        lock.acquire(timeout=min(LOCK_QUIET_WAIT, LOCK_TIMEOUT))
+    except Timeout:
+        _say_waiting(f"waiting for another spectui (a pull, rm or pair add) to finish with {path} "
+                     f"(at most {LOCK_TIMEOUT:.0f} s)…")
+        try:
+            lock.acquire(timeout=max(LOCK_TIMEOUT - LOCK_QUIET_WAIT, 0.0))
+        except Timeout:
+            raise CatalogError(f"another process has held {lock.lock_file} for {LOCK_TIMEOUT:.0f} s, so {path} "
+                               "was not changed: let that spectui finish (or end it), "
+                               "then try again") from None
+    try:
         yield
+    finally:
+        lock.release()
 
 
 def update_record(change: Callable[[PulledRecord], None], path: Path | None = None) -> PulledRecord:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from spectui.catalog.local.discover import Discovery, LocalModel
 from spectui.catalog.local.pairing import Pairing
-from spectui.catalog.record import Replaced
-from spectui.errors import CatalogError, IncompatibleDraftError
+from spectui.catalog.record import PulledFile, Replaced
+from spectui.errors import CatalogError, IncompatibleDraftError, ModelLoadError
 from spectui.safe_text import line
 
 
@@ -111,14 +112,22 @@ class LocalPair:
     replaced: Replaced | None = None
     deleted: tuple[Path, ...] = ()
     """Files of the replaced pair deleted on request (`--delete-replaced`)."""
+    owned: tuple[Path, ...] = ()
+    """Downloads of the replaced pair that this pair uses too: it owns them now (no download is
+    orphaned, `record`), so `spectui rm NAME` deletes them."""
+    warnings: tuple[str, ...] = ()
+    """What makes the pair doubtful, said as `spectui chat` and `bench` say it (a large draft)."""
 
 
 def add_local_pair(name: str, target_ref: str, draft_ref: str, *, replace: bool = False,
                    delete_replaced: bool = False) -> LocalPair:
-    """Record a pair of files already on disk under `name` (never owned: `rm` deletes nothing).
+    """Record a pair of files already on disk under `name` (not owned: `rm` deletes none of them).
 
     A recorded `name` is replaced only with `replace`; the downloads of the pair it replaces are
-    kept under another name (`record.add_pair`), or deleted with `delete_replaced`.
+    kept under another name (`record.add_pair`), or deleted with `delete_replaced`, except those
+    the new pair uses: it owns them from then on (`LocalPair.owned`). A draft head named as the
+    target, and a draft not smaller than its target, are refused; a draft too large to pay off is
+    saved with the warning `spectui chat` and `bench` give (`warnings`).
     """
     from spectui.catalog import record
     from spectui.catalog.checks import check_drafter
@@ -126,6 +135,7 @@ def add_local_pair(name: str, target_ref: str, draft_ref: str, *, replace: bool 
     from spectui.catalog.local.references import resolve_reference
     from spectui.catalog.pull import check_complete, drafter_of
     from spectui.catalog.schema import PAIR_NAME, split_parts
+    from spectui.engine.heads import check_not_a_head
 
     if not PAIR_NAME.match(name):
         raise CatalogError(f"pair name {name!r} must be lower case letters, digits, '.', '_', '-'")
@@ -144,8 +154,10 @@ def add_local_pair(name: str, target_ref: str, draft_ref: str, *, replace: bool 
     target, draft = Path(models[0][0].path), Path(models[1][0].path)
     drafter = drafter_of(draft)
     try:
+        check_not_a_head(target)
         check_drafter(target, draft, drafter)  # the same file as target and draft included
-    except IncompatibleDraftError as error:
+        warnings = size_warnings(models[0], models[1], drafter)
+    except (IncompatibleDraftError, ModelLoadError) as error:
         raise IncompatibleDraftError(f"pair {name} was not saved: {error}") from None
     pair = record.PulledPair(target=models[0], draft=models[1], adhoc=True, pulled_at=record.now(),
                              description=f"local pair: {target_ref} + {draft_ref}", drafter=drafter)
@@ -155,7 +167,36 @@ def add_local_pair(name: str, target_ref: str, draft_ref: str, *, replace: bool 
         from spectui.catalog.resolve import remove_pair
 
         deleted = tuple(remove_pair(replaced.kept_as))
-    return LocalPair(target, draft, replaced, deleted)
+    recorded = record.read_record().pairs.get(name)
+    owned = tuple(Path(f.path) for f in recorded.files() if f.owned) if recorded is not None else ()
+    return LocalPair(target, draft, replaced, deleted, owned, warnings)
+
+
+def size_warnings(target: list[PulledFile], draft: list[PulledFile], drafter: str) -> tuple[str, ...]:
+    """A draft model not smaller than its target is refused (it can only slow the target down:
+    the two named the wrong way round, most likely); one larger than `spectui chat` and `bench`
+    accept without a word gets their warning. A head or an MTP sidecar is sized like the layers
+    it is, not like a model: nothing to say."""
+    from spectui.session.memory import Footprint, draft_size_warning
+
+    if drafter != "model":
+        return ()
+    target_bytes, draft_bytes = sum(f.size for f in target), sum(f.size for f in draft)
+    target_name, draft_name = Path(target[0].path).name, Path(draft[0].path).name
+    if draft_bytes >= target_bytes:
+        raise IncompatibleDraftError(
+            f"the draft {draft_name} ({_size(draft_bytes)}) is not smaller than the target {target_name} "
+            f"({_size(target_bytes)}): drafting would cost more than it saves; a draft is a much smaller "
+            "model of the same family (were --target and --draft swapped?)")
+    warning = draft_size_warning(Footprint(target_name, target_bytes, 0, 0), Footprint(draft_name, draft_bytes, 0, 0))
+    return (warning,) if warning else ()
+
+
+def ollama_name(ref: str) -> str | None:
+    """`qwen2.5:7b` for `ollama:qwen2.5:7b`, as Ollama spells it; None for another reference."""
+    from spectui.catalog.local.ollama import OllamaName
+
+    return OllamaName.parse(ref.removeprefix("ollama:")).display if ref.startswith("ollama:") else None
 
 
 def pair_command(args: argparse.Namespace) -> int:
@@ -164,9 +205,11 @@ def pair_command(args: argparse.Namespace) -> int:
     added = add_local_pair(args.name, args.target, args.draft, replace=args.replace,
                            delete_replaced=args.delete_replaced)
     print(line(f"saved pair {args.name}"))
-    for role, path in (("target:", added.target), ("draft: ", added.draft)):
-        name = display_name(path)
+    for role, path, ref in (("target:", added.target, args.target), ("draft: ", added.draft, args.draft)):
+        name = ollama_name(ref) or display_name(path)  # the tag given, not another sharing its blob
         print(line(f"  {role} {path}" if name == path.name else f"  {role} {name} ({path})"))
+    for warning in added.warnings:
+        print(f"warning: {line(warning)}", file=sys.stderr)
     if (replaced := added.replaced) is not None:
         if added.deleted:
             print(line(f"replaced pair {args.name}; deleted its downloads no other pair uses:"))
@@ -174,5 +217,10 @@ def pair_command(args: argparse.Namespace) -> int:
                 print(line(f"  deleted {path}"))
         else:
             print(line(replaced.describe()))
-    print(line(f"run: spectui chat {args.name}   (spectui rm {args.name} forgets it and deletes no file)"))
+    if added.owned:
+        files = ", ".join(str(path) for path in added.owned)
+        print(line(f"run: spectui chat {args.name}   (spectui rm {args.name} forgets it and deletes {files}: "
+                   "downloaded for the pair it replaced, and now this pair's own)"))
+    else:
+        print(line(f"run: spectui chat {args.name}   (spectui rm {args.name} forgets it and deletes no file)"))
     return 0
