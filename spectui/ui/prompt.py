@@ -3,14 +3,24 @@
 Many terminals send Shift+Enter as a plain Enter (only those speaking the kitty keyboard
 protocol tell them apart), so Ctrl+J, which every terminal sends as a line feed, always works.
 A paste arrives as one bracketed-paste event and is inserted whole, newlines included: a
-200-line paste stays one message. Up in an empty box edits the last message you sent.
+200-line paste stays one message (`spectui.ui.paste` makes Textual deliver one holding escape
+sequences whole and in order). Up in an empty box edits the last message you sent.
+
+Control characters (C0 but newline, tab and CR; DEL; C1) are kept exactly as pasted and sent as
+they are, but never reach the terminal: the box holds each as a stand-in character of the same
+width (a private-use code point, U+100000 + its code) and draws it as its Unicode control picture
+(`␛` for ESC, `␇` for BEL, `␦` for a C1 control), reversed; `text` and the copied selection give
+the controls back. (A private-use character of that range typed or pasted as such is sent as the
+control it stands for.)
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.text import Text
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.message import Message
@@ -18,6 +28,26 @@ from textual.strip import Strip
 from textual.widgets import TextArea
 
 NEWLINE_KEYS = ("shift+enter", "ctrl+j")
+STAND_IN = 0x100000
+"""The box holds control character C as chr(STAND_IN + ord(C)) (Unicode plane 16, private use)."""
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_STAND_INS = re.compile(f"[{chr(STAND_IN)}-{chr(STAND_IN + 0x9f)}]")
+
+
+def boxed(text: str) -> str:
+    """`text` as the box holds it: each control character replaced by its stand-in."""
+    return _CONTROLS.sub(lambda m: chr(STAND_IN + ord(m[0])), text)
+
+
+def unboxed(text: str) -> str:
+    """The box's text as typed and pasted: each stand-in back to its control character."""
+    return _STAND_INS.sub(lambda m: chr(ord(m[0]) - STAND_IN), text)
+
+
+def picture(stand_in: str) -> str:
+    """How the box draws a control: its Unicode control picture (one cell, as the stand-in)."""
+    code = ord(stand_in) - STAND_IN
+    return chr(0x2400 + code) if code < 0x20 else "\u2421" if code == 0x7F else "\u2426"
 PLACEHOLDER = "Message · Enter sends · Ctrl+J new line · ↑ edits your last message"
 APP_KEYS = ("f6", "f7")
 """TextArea selects a line / everything with these; in the chat they colour tokens and pick the drafter."""
@@ -70,6 +100,38 @@ class PromptInput(TextArea, inherit_bindings=False):
     def _take(event: events.Key) -> None:
         event.stop()
         event.prevent_default()
+
+    @property
+    def text(self) -> str:
+        """What the user typed and pasted, control characters included."""
+        return unboxed(self.document.text)
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self.load_text(value)
+
+    @property
+    def selected_text(self) -> str:
+        return unboxed(super().selected_text)
+
+    def load_text(self, text: str) -> None:
+        super().load_text(boxed(text))
+
+    async def _on_paste(self, event: events.Paste) -> None:
+        """Before TextArea inserts the paste: its controls as their stand-ins."""
+        event.text = boxed(event.text)
+
+    def get_line(self, line_index: int) -> Text:
+        """TextArea's line, each stand-in drawn as its control picture, reversed."""
+        line = super().get_line(line_index)
+        if _STAND_INS.search(line.plain) is None:
+            return line
+        drawn = Text(_STAND_INS.sub(lambda m: picture(m[0]), line.plain), end=line.end, no_wrap=line.no_wrap)
+        for span in line.spans:
+            drawn.stylize(span.style, span.start, span.end)
+        for match in _STAND_INS.finditer(line.plain):
+            drawn.stylize("reverse", match.start(), match.end())
+        return drawn
 
     def render_line(self, y: int) -> Strip:
         """TextArea's, but blank while laid out with no room to wrap its placeholder in (Textual

@@ -36,8 +36,10 @@ def chat_command(args: argparse.Namespace) -> int:
     if options is None:
         options = options_from_args(args)
     from spectui import signals
+    from spectui.ui import paste
     from spectui.ui.app import SpectuiApp
 
+    paste.install()  # a paste holding escape sequences arrives whole (Textual's parser replays them as keys)
     app = SpectuiApp(options)
     with signals.on_bus_error(app.on_bus_error):
         app.run()
