@@ -19,7 +19,7 @@ from pathlib import Path
 
 from spectui import __version__
 
-USER_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT,
+USER_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EFBIG,
                          errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.ELOOP})
 """OSErrors that come from the user's files or disks rather than from a bug in spectui."""
 
@@ -80,7 +80,8 @@ def describe_os_error(error: OSError) -> str | None:
         return None
     where = error.filename or "a file"
     reason = error.strerror or str(error)
-    if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.ENOSPC, errno.EDQUOT):
+    if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.ENOSPC, errno.EDQUOT,
+                       errno.EFBIG):  # EFBIG: a file system's (FAT's 4 GB) or the process's size limit
         return (f"cannot use {where} ({reason}); make it writable, or point spectui at another "
                 "directory: SPECTUI_HOME=/some/dir spectui ...")
     return f"cannot use {where} ({reason}); check the path"

@@ -52,9 +52,11 @@ def write_temporary(path: Path, data: bytes, mode: int = NEW_FILE_MODE) -> Path:
             file.write(data)
             file.flush()
             os.fsync(file.fileno())
-    except BaseException:
+    except BaseException as error:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(error, OSError) and error.filename is None:  # a write names no file: name the target
+            raise OSError(error.errno, error.strerror or str(error), str(path)) from error
         raise
     return tmp
 

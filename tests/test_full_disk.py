@@ -133,3 +133,23 @@ def test_a_replaced_file_keeps_its_mode_and_a_link_keeps_pointing_at_it(tmp_path
     assert replace_file(link, "new") == mine
     assert link.is_symlink() and mine.read_text() == "new" and (mine.stat().st_mode & 0o777) == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.md", "mine.md"]
+
+
+def test_a_record_update_on_a_full_disk_keeps_the_record_whole_and_names_it(disk: FullDisk) -> None:
+    from spectui import paths
+    from spectui.catalog import record
+
+    for n in range(8):  # a record larger than what the fsize limit lets a file grow to
+        model = disk.folder / f"model-{n}.gguf"
+        model.write_bytes(b"GGUF")
+        files = [record.PulledFile(path=str(model), size=4)]
+        record.add_pair(f"pair-{n}", record.PulledPair(target=files, draft=files, adhoc=True,
+                                                       description="a pair " * 20))
+    path = paths.pulled_record_path()
+    before = path.read_bytes()
+    disk.fill()
+    done = disk.run("rm", "pair-3")
+    assert done.returncode == 1
+    line = one_line(done.stderr)
+    assert f"cannot use {path} (" in line and no_space(line)
+    assert path.read_bytes() == before and leftovers(path.parent) == []
