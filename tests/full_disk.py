@@ -18,9 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import resource
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -34,6 +32,12 @@ TMPFS_SIZE = "4m"
 FSIZE_LIMIT = 4096
 """Bytes any file of the command may grow to under `fsize`: less than a chat store's first pages."""
 KINDS = ("tmpfs", "fsize")
+LIMITED = ("import os, resource, signal, sys\n"
+           "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+           "resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), resource.RLIM_INFINITY))\n"
+           "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])\n")
+"""`python -c LIMITED BYTES ARGS...`: `python ARGS...` under that file size limit (an ignored signal
+and the limit both survive exec: no preexec_fn, which is unsafe in a process with threads)."""
 
 
 @dataclass
@@ -66,19 +70,15 @@ class FullDisk:
             (self.folder / "filler").unlink(missing_ok=True)
         self.full = False
 
-    def _limit(self) -> None:
-        if self.kind == "fsize" and self.full:
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-            resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE_LIMIT, resource.RLIM_INFINITY))
-
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         """`spectui ARGS...` with SPECTUI_HOME in the folder, in its own process."""
         return self.run_python("-m", "spectui", *args)
 
     def run_python(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "SPECTUI_HOME": str(self.home), "PYTHONDONTWRITEBYTECODE": "1"}
-        return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120,
-                               env=env, preexec_fn=self._limit, check=False)
+        limited = self.kind == "fsize" and self.full
+        command = [sys.executable, "-c", LIMITED, str(FSIZE_LIMIT), *args] if limited else [sys.executable, *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, check=False)
 
 
 def _mount_tmpfs(folder: Path) -> bool:
