@@ -6,12 +6,13 @@ A paste arrives as one bracketed-paste event and is inserted whole, newlines inc
 200-line paste stays one message (`spectui.ui.paste` makes Textual deliver one holding escape
 sequences whole and in order). Up in an empty box edits the last message you sent.
 
-Control characters (C0 but newline, tab and CR; DEL; C1) are kept exactly as pasted and sent as
-they are, but never reach the terminal: the box holds each as a stand-in character of the same
-width (a private-use code point, U+100000 + its code) and draws it as its Unicode control picture
-(`␛` for ESC, `␇` for BEL, `␦` for a C1 control), reversed; `text` and the copied selection give
-the controls back. (A private-use character of that range typed or pasted as such is sent as the
-control it stands for.)
+Control characters (C0 but newline, tab and CR; DEL; C1) and the line and paragraph separators
+are kept exactly as pasted and sent as they are, but never reach the terminal: the box holds each
+as a stand-in character of the same width (a private-use code point, U+100000 + its code) and
+draws it as its Unicode picture (`␛` for ESC, `␇` for BEL, `␦` for a C1 control), reversed;
+`text` and the copied selection give the characters back. (A private-use character of those code
+points typed or pasted as such is sent as the character it stands for. CR LF and CR are line
+breaks, as in any text box.)
 """
 
 from __future__ import annotations
@@ -28,29 +29,35 @@ from textual.strip import Strip
 from textual.widgets import TextArea
 
 NEWLINE_KEYS = ("shift+enter", "ctrl+j")
+PLACEHOLDER = "Message · Enter sends · Ctrl+J new line · ↑ edits your last message"
+APP_KEYS = ("f6", "f7")
+"""TextArea selects a line / everything with these; in the chat they colour tokens and pick the drafter."""
+
 STAND_IN = 0x100000
-"""The box holds control character C as chr(STAND_IN + ord(C)) (Unicode plane 16, private use)."""
-_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-_STAND_INS = re.compile(f"[{chr(STAND_IN)}-{chr(STAND_IN + 0x9f)}]")
+"""The box holds character C that must not reach the terminal as chr(STAND_IN + ord(C)) (Unicode
+plane 16, private use: one cell wide, as its picture is)."""
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029]")
+"""C0 but tab, newline and CR; DEL; C1; the line and paragraph separators (which the box would
+otherwise take as line breaks, changing the text)."""
+_STAND_INS = re.compile(f"[{chr(STAND_IN)}-{chr(STAND_IN + 0x9F)}{chr(STAND_IN + 0x2028)}{chr(STAND_IN + 0x2029)}]")
+_PICTURES = {0x7F: "\u2421", 0x2028: "\u2424", 0x2029: "\u00b6"}
+"""DEL, LS and PS; C0 has its own control pictures (U+2400 + code), C1 is shown as U+2426."""
 
 
 def boxed(text: str) -> str:
-    """`text` as the box holds it: each control character replaced by its stand-in."""
+    """`text` as the box holds it: each such character replaced by its stand-in."""
     return _CONTROLS.sub(lambda m: chr(STAND_IN + ord(m[0])), text)
 
 
 def unboxed(text: str) -> str:
-    """The box's text as typed and pasted: each stand-in back to its control character."""
+    """The box's text as typed and pasted: each stand-in back to its character."""
     return _STAND_INS.sub(lambda m: chr(ord(m[0]) - STAND_IN), text)
 
 
 def picture(stand_in: str) -> str:
-    """How the box draws a control: its Unicode control picture (one cell, as the stand-in)."""
+    """How the box draws a stand-in: the Unicode picture of its character, one cell wide."""
     code = ord(stand_in) - STAND_IN
-    return chr(0x2400 + code) if code < 0x20 else "\u2421" if code == 0x7F else "\u2426"
-PLACEHOLDER = "Message · Enter sends · Ctrl+J new line · ↑ edits your last message"
-APP_KEYS = ("f6", "f7")
-"""TextArea selects a line / everything with these; in the chat they colour tokens and pick the drafter."""
+    return chr(0x2400 + code) if code < 0x20 else _PICTURES.get(code, "\u2426")
 
 
 def _binding_keys(binding: BindingType) -> set[str]:
