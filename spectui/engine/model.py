@@ -23,9 +23,10 @@ import llama_cpp
 import numpy as np
 
 from spectui.engine import gguf_file, hostcost, llama_log
+from spectui.engine.archs import rollback_kind
 from spectui.engine.build_info import cpu_extra_buffers_usable
 from spectui.engine.loaded_file import LoadedFile
-from spectui.engine.recurrent import RollbackKind, rollback_kind
+from spectui.engine.recurrent import RollbackKind
 from spectui.engine.rewind import Rewinder
 from spectui.engine.tree_cache import TreeCache, TreeLayout
 from spectui.engine.vocab import ModelVocabulary
