@@ -229,7 +229,7 @@ def test_another_protocol_version_is_one_line_naming_both():
 
 
 def test_a_build_without_rpc_says_how_to_rebuild(monkeypatch):
-    monkeypatch.setattr(rpc, "_ggml", lambda: None)
+    monkeypatch.setattr(rpc, "rpc_calls", lambda: None)
     pip = r"\S+ -m pip install --no-cache-dir --force-reinstall --no-deps llama-cpp-python==0\.3\.36"
     with pytest.raises(RpcError, match=rf'CMAKE_ARGS="-DGGML_RPC=ON -DLLAVA_BUILD=OFF" {pip} \(--no-cache-dir'):
         rpc.connect("127.0.0.1:50052")

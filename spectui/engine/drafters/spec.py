@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Literal, TypedDict
 
 if TYPE_CHECKING:
     from spectui.engine.drafters.base import Drafter
-    from spectui.engine.model import LlamaModel, ProgressCallback
+    from spectui.engine.loading import ProgressCallback
+    from spectui.engine.model import LlamaModel
 
 AUTO_KIND = "auto"
 """Let spectui pick: the first of `DEFAULT_ORDER` that the loaded models can run."""
