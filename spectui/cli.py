@@ -266,7 +266,17 @@ def _command(name: str) -> Command:
         return doctor_command
     from spectui.catalog import commands
 
-    return {"pull": commands.pull_command, "list": commands.list_command, "rm": commands.rm_command}[name]
+    def list_command(args: argparse.Namespace) -> int:
+        return commands.list_command(args, system=_system)
+
+    return {"pull": commands.pull_command, "list": list_command, "rm": commands.rm_command}[name]
+
+
+def _system() -> dict[str, object]:
+    """`spectui list --json`'s `system`: what `spectui doctor --json` says."""
+    from spectui.session.doctor import this_machine
+
+    return this_machine().as_json()
 
 
 def with_default_command(argv: Sequence[str]) -> list[str]:
