@@ -296,12 +296,23 @@ def _check_writable(command: str) -> None:
         paths.writable_dir(paths.data_dir())
 
 
+def _name_where_files_come_from() -> None:
+    """A damaged model file's message names the tool that fetched it (`ollama pull NAME`, `spectui
+    pull PAIR`): the catalog knows the stores, and hands that to the engine, which does not
+    import it."""
+    from spectui.catalog.local.origin import refetch_hint
+    from spectui.engine import gguf_file
+
+    gguf_file.use_refetch_hint(refetch_hint)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     doing = "starting"
     try:
         args = _parse(build_parser(), with_default_command(sys.argv[1:] if argv is None else argv))
         doing = f"running `spectui {args.command}`"
         _check_writable(args.command)
+        _name_where_files_come_from()
         code = _command(args.command)(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return code
