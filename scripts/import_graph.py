@@ -260,8 +260,9 @@ class Report:
         return out
 
 
-def check(package_dir: Path, layers: Sequence[tuple[str, frozenset[str]]] = LAYERS) -> Report:
-    graph = build_graph(package_dir)
+def check(package_dir: Path, layers: Sequence[tuple[str, frozenset[str]]] = LAYERS,
+          graph: Graph | None = None) -> Report:
+    graph = graph or build_graph(package_dir)
     modules = graph.successors()
     units = graph.unit_successors()
     circles = [shortest_cycle(c, modules) for c in strongly_connected(modules)]
@@ -276,8 +277,8 @@ def check(package_dir: Path, layers: Sequence[tuple[str, frozenset[str]]] = LAYE
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     package_dir = Path(args[0]) if args else Path(__file__).resolve().parent.parent / "spectui"
-    report = check(package_dir)
     graph = build_graph(package_dir)
+    report = check(package_dir, graph=graph)
     for line in report.lines():
         print(line)
     print(f"{len(graph.modules)} modules, {len(graph.edges)} imports: {len(report.circles)} circles, "
