@@ -182,7 +182,8 @@ def llama_side(args: argparse.Namespace, directory: Path) -> list[dict]:
     argmax a single-thread scalar loop (ops.cpp:1570, vec.h:1618). Not used by spectui yet."""
     import llama_cpp
 
-    from spectui.engine.model import MAX_LOGIT_ROWS, LlamaModel
+    from spectui.engine.buffers import MAX_LOGIT_ROWS
+    from spectui.engine.model import LlamaModel
 
     defaults = llama_cpp.llama_context_default_params
 

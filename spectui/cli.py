@@ -266,7 +266,17 @@ def _command(name: str) -> Command:
         return doctor_command
     from spectui.catalog import commands
 
-    return {"pull": commands.pull_command, "list": commands.list_command, "rm": commands.rm_command}[name]
+    def list_command(args: argparse.Namespace) -> int:
+        return commands.list_command(args, system=_system)
+
+    return {"pull": commands.pull_command, "list": list_command, "rm": commands.rm_command}[name]
+
+
+def _system() -> dict[str, object]:
+    """`spectui list --json`'s `system`: what `spectui doctor --json` says."""
+    from spectui.session.doctor import this_machine
+
+    return this_machine().as_json()
 
 
 def with_default_command(argv: Sequence[str]) -> list[str]:
@@ -286,6 +296,16 @@ def _check_writable(command: str) -> None:
         paths.writable_dir(paths.data_dir())
 
 
+def _name_where_files_come_from() -> None:
+    """A damaged model file's message names the tool that fetched it (`ollama pull NAME`, `spectui
+    pull PAIR`): the catalog knows the stores, and hands that to the engine, which does not
+    import it."""
+    from spectui.catalog.local.origin import refetch_hint
+    from spectui.engine import gguf_file
+
+    gguf_file.use_refetch_hint(refetch_hint)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     if not output.standard_output_open():
         return _fail(output.CLOSED_LINE)
@@ -295,6 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = _parse(build_parser(), with_default_command(sys.argv[1:] if argv is None else argv))
             doing = f"running `spectui {args.command}`"
             _check_writable(args.command)
+            _name_where_files_come_from()
             code = _command(args.command)(args)
             sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return code

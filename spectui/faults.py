@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from spectui.errors import (
     CannotMeasure,
@@ -39,9 +39,19 @@ from spectui.errors import (
     WorkerLostError,
 )
 
-if TYPE_CHECKING:
-    from spectui.engine.events import Finished
-    from spectui.session.reply import ReplyDone
+
+class Ended(Protocol):
+    """How a reply ended, as the engine's `Finished` and the reply core's `ReplyDone` both say it
+    (declared here: faults sit below the session and know no reply core)."""
+
+    @property
+    def reason(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def error(self) -> SpectuiError | None: ...
+    @property
+    def fault(self) -> bool: ...
 
 Surface = Literal["command", "app", "server"]
 FaultKind = Literal["worker-lost", "worker-unreachable", "model-file", "context-full", "store-damaged",
@@ -104,7 +114,7 @@ def of_error(error: BaseException, surface: Surface = "command") -> Fault:
     return Fault("error", str(error))
 
 
-def of_finished(finished: Finished | ReplyDone, surface: Surface = "command") -> Fault | None:
+def of_finished(finished: Ended, surface: Surface = "command") -> Fault | None:
     """The fault that cut a reply short, or None for a reply that ended as replies end (the
     model's end, a stop string, the token limit, the user's stop). The engine's `Finished` or
     the reply core's `ReplyDone`: both say their reason, message and error."""
@@ -117,7 +127,7 @@ def of_finished(finished: Finished | ReplyDone, surface: Surface = "command") ->
     return Fault(kind, finished.message or f"the reply was cut ({finished.reason})", reload=kind != "context-full")
 
 
-def raise_for(finished: Finished | ReplyDone) -> None:
+def raise_for(finished: Ended) -> None:
     """Raise the error that cut this reply, if a fault did (for callers that cannot use a cut
     reply: a benchmark run, the calibration after a load)."""
     if finished.fault:

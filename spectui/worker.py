@@ -21,13 +21,13 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING
+from typing import IO, TypeVar
 
 from spectui import argtypes, limits, signals
 from spectui.errors import Interrupted, RpcError
 
-if TYPE_CHECKING:
-    from spectui.cli import Parser
+Parser = TypeVar("Parser", bound=argparse.ArgumentParser)
+"""The command line's parser class (`spectui.cli.Parser`), which this module, below it, does not import."""
 
 WARNING = """
 !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!

@@ -1,11 +1,14 @@
-"""Shared fixtures: tiny real GGUF models generated once per session, and an isolated home."""
+"""Shared fixtures: tiny real GGUF models generated once per session, an isolated home, and a fake Hub
+(`hub`, `tiny_on_hub`: hub_server.FakeHub serving the tiny pair)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import tiny_gguf
+from hub_server import DRAFT_REPO, TARGET_REPO, FakeHub, pair_toml, write_catalog
 
 
 @pytest.fixture(scope="session")
@@ -50,3 +53,27 @@ def eos_pair(tmp_path_factory: pytest.TempPathFactory) -> tiny_gguf.TinyPair:
 
 
 EOS_PROMPT = "Once upon a time"
+
+
+@pytest.fixture
+def hub(spectui_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    """A fake Hub; huggingface_hub pointed at it, with its cache in a temp dir and a test token."""
+    server = FakeHub()
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def tiny_on_hub(hub: FakeHub, spectui_home: Path, tiny_pair: tiny_gguf.TinyPair) -> FakeHub:
+    """The tiny pair served by the fake Hub and named `tiny` in the user's catalog."""
+    hub.add(TARGET_REPO, "tiny-target-f32.gguf", tiny_pair.target)
+    hub.add(DRAFT_REPO, "tiny-draft-f32.gguf", tiny_pair.draft)
+    write_catalog(spectui_home, pair_toml(
+        "tiny", (TARGET_REPO, ["tiny-target-f32.gguf"]), (DRAFT_REPO, ["tiny-draft-f32.gguf"])
+    ))
+    return hub

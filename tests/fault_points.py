@@ -178,3 +178,6 @@ def install(plan: Plan, patch: Patch = setattr) -> Injector:
 
         patch(LlamaModel, "load", classmethod(load_with_fault))
     return injector
+
+
+SEED = int(os.environ.get("SPECTUI_FAULT_SEED", "30"))

@@ -13,6 +13,7 @@ GET of that file and answers later GETs with 500 until `heal()`; `gate(repo)` an
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import threading
 from dataclasses import dataclass, field
@@ -173,3 +174,25 @@ class HubHandler(BaseHTTPRequestHandler):
         if cut is not None:
             self.close_connection = True
             self.connection.shutdown(2)
+
+
+TARGET_REPO = "test-org/Tiny-Target-GGUF"
+
+
+DRAFT_REPO = "test-org/Tiny-Draft-GGUF"
+
+
+def pair_toml(name: str, target: tuple[str, list[str]], draft: tuple[str, list[str]]) -> str:
+    def model(role: str, repo: str, files: list[str]) -> str:
+        return f'[pairs."{name}".{role}]\nrepo = "{repo}"\nfiles = {json.dumps(files)}\n'
+
+    return (
+        f'[pairs."{name}"]\ndescription = "test pair {name}"\nsize_gb = 0.001\nrecommended_k = 3\n'
+        + model("target", *target) + model("draft", *draft)
+    )
+
+
+def write_catalog(home: Path, *pairs: str) -> None:
+    path = home / "config" / "models.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(pairs))

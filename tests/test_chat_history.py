@@ -7,8 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from chat_stores import VERSION_1_FILLER, overwrite_page, page_holding, version_1_store
 from pydantic import ValidationError
-from test_chat_store_damage import overwrite_page, page_holding
 
 from spectui import limits
 from spectui.chat.conversation import Conversation
@@ -18,31 +18,6 @@ from spectui.chat.store import COLUMNS, SCHEMA_VERSION, ChatStore
 from spectui.chat.template import ChatMessage
 from spectui.engine.config import LLAMA_CPP_SAMPLING, RecommendedSampling
 from spectui.session.figures import ReplyFigures
-
-VERSION_1 = """
-CREATE TABLE chats (id INTEGER PRIMARY KEY, title TEXT NOT NULL DEFAULT '', pair TEXT NOT NULL DEFAULT '',
-                    created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
-CREATE TABLE messages (id INTEGER PRIMARY KEY, chat_id INTEGER NOT NULL REFERENCES chats(id) ON DELETE CASCADE,
-                       role TEXT NOT NULL, content TEXT NOT NULL, complete INTEGER NOT NULL DEFAULT 1,
-                       stats TEXT, created_at TEXT NOT NULL);
-CREATE INDEX messages_by_chat ON messages(chat_id, id);
-"""
-FILLER = "gears and chains " * 20
-
-
-def version_1_store(path: Path, n_chats: int = 1, n_messages: int = 2) -> None:
-    """A store as spectui wrote it before schema 2."""
-    db = sqlite3.connect(path)
-    db.executescript(VERSION_1)
-    for c in range(1, n_chats + 1):
-        db.execute("INSERT INTO chats VALUES (?, ?, 'demo', '2026-01-01T10:00:00', '2026-01-01T10:05:00')",
-                   (c, f"old chat {c}"))
-        for m in range(n_messages):
-            db.execute("INSERT INTO messages (chat_id, role, content, complete, stats, created_at) "
-                       "VALUES (?, ?, ?, 1, ?, '2026-01-01T10:01:00')",
-                       (c, "user" if m % 2 == 0 else "assistant", f"chat {c} message {m} {FILLER}", '{"tokens": 3}'))
-    db.commit()
-    db.close()
 
 
 def test_settings_are_checked_against_the_shared_limits_and_default_to_the_models_sampling() -> None:
@@ -98,7 +73,7 @@ def test_a_damaged_version_1_store_is_salvaged_whole_but_for_the_damaged_page(tm
     store = SafeStore(path)
     [(line, _)] = store.notices
     assert "the chat store was damaged" in line
-    assert [m.content for m in store.messages(3)] == [f"chat 3 message {m} {FILLER}" for m in range(30)]
+    assert [m.content for m in store.messages(3)] == [f"chat 3 message {m} {VERSION_1_FILLER}" for m in range(30)]
     assert store.chat_info(3) is not None and store.chat_info(3).title == "old chat 3"
 
 

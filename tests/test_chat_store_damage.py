@@ -13,6 +13,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from chat_stores import damaged_copies, make_store, overwrite_page, page_holding
 
 from spectui.chat.conversation import Conversation
 from spectui.chat.safe_store import SafeStore
@@ -20,38 +21,6 @@ from spectui.chat.salvage import RECOVERED_TITLE
 from spectui.chat.store import ChatStore
 from spectui.paths import chats_db_path
 from spectui.session.figures import ReplyFigures
-
-PAGE = 4096
-FILLER = "lorem ipsum dolor sit amet " * 12  # ~320 bytes: about ten messages per page
-
-
-def make_store(path: Path, n_chats: int = 6, n_messages: int = 40) -> dict[int, list[str]]:
-    """A real store with a few chats; returns chat id -> its message texts, in order."""
-    store = ChatStore(path)
-    chats: dict[int, list[str]] = {}
-    for c in range(n_chats):
-        chat = store.new_chat("tiny")
-        texts = [f"chat {c} message {m} {FILLER}" for m in range(n_messages)]
-        for m, text in enumerate(texts):
-            store.add_message(chat, "user" if m % 2 == 0 else "assistant", text, stats={"tokens": m})
-        chats[chat] = texts
-    store.close()  # the last connection checkpoints the WAL into the file
-    return chats
-
-
-def page_holding(path: Path, marker: bytes) -> int:
-    """The 1-based page number of the page where `marker` is stored."""
-    offset = path.read_bytes().index(marker)
-    return offset // PAGE + 1
-
-
-def overwrite_page(path: Path, page: int, seed: int = 7) -> bytes:
-    garbage = bytes(range(256)) * (PAGE // 256)
-    garbage = garbage[seed:] + garbage[:seed]
-    with path.open("r+b") as f:
-        f.seek((page - 1) * PAGE)
-        f.write(garbage)
-    return path.read_bytes()
 
 
 def integrity_ok(path: Path) -> bool:
@@ -69,10 +38,6 @@ def one_notice(store: SafeStore) -> str:
     line = store.notices[0][0]
     assert "\n" not in line
     return line
-
-
-def damaged_copies(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.iterdir() if ".damaged-" in p.name and not p.name.endswith(("-wal", "-shm")))
 
 
 def test_garbage_store_is_moved_aside_and_a_fresh_one_is_used(tmp_path: Path) -> None:

@@ -5,19 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from cli_output import one_error_line
 
 from spectui.cli import main
 
 REQUIRED_KEYS = {"baseline_tps", "speculative_tps", "speedup", "acceptance_rate", "mean_accepted",
                  "identical", "k", "temperature"}
-
-
-def one_error_line(stderr: str) -> str:
-    """The CLI's error is exactly one `spectui: ...` line, with no traceback around it."""
-    assert "Traceback" not in stderr
-    errors = [line for line in stderr.splitlines() if line.startswith("spectui: ")]
-    assert len(errors) == 1
-    return errors[0]
 
 
 def bench(tiny_pair, *extra: str) -> list[str]:

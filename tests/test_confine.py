@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cli_output import one_error_line
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from local_stores import (
@@ -27,7 +28,6 @@ from local_stores import (
     store_layout,
     write_files,
 )
-from test_cli_bench import one_error_line
 
 from spectui import safe_text
 from spectui.catalog.local import discover, ollama, resolve_reference

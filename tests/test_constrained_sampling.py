@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from test_lossless_sampling import chi_square_pvalue
+from lossless import chi_square_pvalue
 
 from spectui.engine import sampling, speculative
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig

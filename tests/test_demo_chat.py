@@ -11,8 +11,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from test_ui_app import RecordingApp, ready, send, shown, until
 from textual.widgets import Static
+from ui_harness import RecordingApp, ready, send, shown, until
 
 from spectui.catalog import demo
 from spectui.cli import build_parser

@@ -18,8 +18,8 @@ from pathlib import Path
 import llama_cpp
 import pytest
 import tiny_gguf
-from test_ui_app import SIZE, RecordingApp, options, ready, run_async, shown
 from textual.widgets import Static
+from ui_harness import SIZE, RecordingApp, options, ready, run_async, shown
 
 from spectui.cli import main
 from spectui.engine import rpc

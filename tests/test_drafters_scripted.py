@@ -12,8 +12,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from lossless import GREEDY, N_STEPS, PROMPT, PURE, chi_square_pvalue, exact_distribution, greedy_continuation
 from numerics import assert_same_evaluation
-from test_lossless_sampling import N_STEPS, PROMPT, PURE, chi_square_pvalue, exact_distribution
 
 from spectui.engine import sampling, speculative
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
@@ -23,23 +23,12 @@ from spectui.engine.events import Finished
 from spectui.engine.generator import Generator
 from spectui.engine.model import LlamaModel
 
-GREEDY = SamplingConfig(temperature=0.0)
-
 
 @pytest.fixture(scope="module")
 def target(tiny_pair):
     model = LlamaModel.load(tiny_pair.target, n_ctx=512)
     yield model
     model.close()
-
-
-def greedy_continuation(path, context: list[int], n: int) -> list[int]:
-    """The target's own greedy tokens after `context`, from a fresh model."""
-    with LlamaModel.load(path, n_ctx=512) as fresh:
-        out: list[int] = []
-        for _ in range(n):
-            out.append(int(np.argmax(fresh.sync(context + out))))
-        return out
 
 
 def point_mass_samples(target: LlamaModel, context: list[int], proposal: list[int], cfg: SamplingConfig,

@@ -7,34 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
-from test_chat_history import version_1_store
+from chat_stores import FIGURES, saved_chats, version_1_store
 
-from spectui.chat.conversation import Conversation
-from spectui.chat.settings import ChatSettings
-from spectui.chat.store import ChatStore
 from spectui.cli import main
 from spectui.paths import chats_db_path
 from spectui.session.figures import ReplyFigures
-
-FIGURES = ReplyFigures(reason="eos", tokens=42, thinking_tokens=6, drafted=40, accepted=30, target_passes=16,
-                       mean_accepted=2.5, tps=88.0, k="4", decode_tokens=41, decode_seconds=41 / 88)
-
-
-def saved_chats(home: Path) -> tuple[int, int]:
-    """Two chats: a reasoning one (with settings, mode, models) and a later plain one."""
-    store = ChatStore(chats_db_path())
-    first = Conversation(store, "tiny", "Be brief.", ChatSettings(temperature=0.8, seed=7))
-    first.update(mode="chat", models={"pair": "tiny", "target": "/models/target.gguf", "draft": "/models/draft.gguf"})
-    first.add_user("How many gears?")
-    first.start_reply()
-    first.finish_reply("\n\nFour **gears**.", FIGURES, "Let me count.")
-    second = Conversation(store, "tiny")
-    second.add_user("Second chat")
-    second.start_reply()
-    second.finish_reply("Hello", ReplyFigures(reason="eos", tokens=1))
-    store.close()
-    assert first.chat_id is not None and second.chat_id is not None
-    return first.chat_id, second.chat_id
 
 
 def test_markdown_has_the_turns_thinking_settings_and_each_replys_figures(spectui_home: Path, capsys) -> None:
@@ -152,7 +129,7 @@ def test_a_garbage_store_is_damaged_not_empty_and_left_as_it_was(spectui_home: P
 
 def test_a_store_with_a_damaged_page_lists_what_can_be_read_and_says_it_is_damaged(spectui_home: Path,
                                                                                      capsys) -> None:
-    from test_chat_store_damage import make_store, overwrite_page, page_holding
+    from chat_stores import make_store, overwrite_page, page_holding
 
     path = chats_db_path()
     path.parent.mkdir(parents=True)
@@ -174,7 +151,7 @@ def test_a_store_with_a_damaged_page_lists_what_can_be_read_and_says_it_is_damag
 
 
 def test_a_truncated_store_is_damaged_and_repair_keeps_what_export_read(spectui_home: Path, capsys) -> None:
-    from test_chat_store_damage import damaged_copies, make_store
+    from chat_stores import damaged_copies, make_store
 
     path = chats_db_path()
     path.parent.mkdir(parents=True)

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 import tiny_gguf
-from fault_points import Plan, install, kill_worker
-from test_faults_bench import SEED
-from test_rpc import start_worker
-from test_ui_app import SIZE, GatedApp, RecordingApp, options, ready, run_async, send, shown, until
+from chat_stores import saved_reply
+from fault_points import SEED, Plan, install, kill_worker
+from rpc_workers import start_worker
+from ui_harness import SIZE, GatedApp, RecordingApp, options, ready, run_async, send, shown, until
 
 from spectui.chat.conversation import Conversation
 from spectui.chat.store import ChatStore
@@ -44,19 +44,6 @@ def pair(tiny_pair: tiny_gguf.TinyPair, tmp_path: Path, spectui_home: Path) -> t
 
 def notes(app: RecordingApp, kind: str = "") -> list[str]:
     return [shown(n) for n in app.query(NoteMessage) if not kind or n.has_class(kind)]
-
-
-def saved_reply() -> tuple[str, bool, dict]:
-    """The last saved message of the last chat: (content, complete, stats)."""
-    store = ChatStore(chats_db_path())
-    try:
-        chat = store.last_chat_id()
-        assert chat is not None
-        last = store.messages(chat)[-1]
-        assert last.role == "assistant"
-        return last.content, last.complete, last.stats
-    finally:
-        store.close()
 
 
 def greedy_reply(pair: tiny_gguf.TinyPair, text: str, max_tokens: int) -> str:

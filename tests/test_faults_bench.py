@@ -22,15 +22,14 @@ from pathlib import Path
 
 import pytest
 import tiny_gguf
-from fault_points import Plan
-from test_rpc import start_worker
+from fault_points import SEED, Plan
+from rpc_workers import start_worker
 
 from spectui.engine import rpc
 
 TESTS = Path(__file__).parent
 WAIT = 240.0
 """Seconds a faulted command may take to end by itself (the tiny models run in a few)."""
-SEED = int(os.environ.get("SPECTUI_FAULT_SEED", "30"))
 MAX_TOKENS = 24
 
 

@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 from typing import NamedTuple
 
+import lossless
 import numpy as np
 import pytest
-import test_lossless_sampling as lossless
 import tiny_bigram
 import tiny_dflash
 import tiny_eagle3
@@ -37,7 +37,7 @@ LABELS = {"eagle3": "EAGLE-3 head", "dflash": "DFlash head"}
 
 
 class HeadPair(NamedTuple):
-    """What test_lossless_sampling's helpers read from a pair: a target and what drafts for it."""
+    """What the lossless helpers (tests/lossless.py) read from a pair: a target and what drafts for it."""
 
     target: Path
     draft: DrafterSpec
@@ -224,7 +224,7 @@ def test_target_logits_after_head_speculation_equal_a_fresh_evaluation(targets, 
 
 
 def use_the_hybrid_target(monkeypatch: pytest.MonkeyPatch) -> None:
-    """test_lossless_sampling's check on one thread, from a context where the tiny qwen35 target
+    """The lossless check (tests/lossless.py) on one thread, from a context where the tiny qwen35 target
     is unsure (top p 0.13 at T = 1; 10 tokens left at T = 0.8 with top-k, top-p and min-p, top 0.55)."""
     monkeypatch.setattr(lossless, "PROMPT", "then we")
     monkeypatch.setattr(lossless, "load_generator", functools.partial(load_generator, n_threads=THREADS))

@@ -192,7 +192,7 @@ def test_the_memory_plan_counts_the_taps_and_never_calls_a_head_too_large(folder
     assert head.extra_bytes == 3 * 64 * memory.TAP_ROWS * 4  # three tapped layers, f32, n_batch rows
     assert head.kv_bytes_per_token == 1 * 1 * (64 + 64) * memory.KV_BYTES_PER_VALUE  # one layer, one head
     target = memory.read_footprint(folder / "bigram-llama.gguf")
-    assert head.weights_bytes > target.weights_bytes * memory.DRAFT_SIZE_LIMIT  # a draft model this big warns
+    assert head.weights_bytes > target.weights_bytes * checks.DRAFT_SIZE_LIMIT  # a draft model this big warns
     plan = memory.plan(target, head, 4096, gpu=False, n_gpu_layers=None, draft_n_gpu_layers=None,
                        ram=10**12, vram=None)
     assert plan.warnings == []

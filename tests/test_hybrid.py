@@ -9,9 +9,9 @@ import re
 from pathlib import Path
 
 import llama_cpp
+import lossless
 import numpy as np
 import pytest
-import test_lossless_sampling as lossless
 import tiny_hybrid
 from numerics import assert_same_evaluation
 from tiny_gguf import TinyPair
@@ -251,7 +251,7 @@ def test_regenerating_a_reply_reads_one_prompt_token_on_target_and_draft(generat
 
 
 def use_the_hybrid_pair(monkeypatch: pytest.MonkeyPatch) -> None:
-    """test_lossless_sampling's check, from a context where the tiny hybrid target is unsure
+    """The lossless check (tests/lossless.py), from a context where the tiny hybrid target is unsure
     (top p 0.41 at T = 1, 0.46 at T = 0.8), on one thread."""
     monkeypatch.setattr(lossless, "PROMPT", "Hello there")
     monkeypatch.setattr(lossless, "load_generator", functools.partial(load_generator, n_threads=THREADS))

@@ -13,10 +13,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cli_output import one_error_line
 from local_stores import COMMIT, Files, Layout, ollama_model, point_at, snapshot, store_layout, write_files
-from test_cli_bench import one_error_line
-from test_ui_app import SIZE, RecordingApp, _palette_text, ready, run_async, send, shown, until
-from test_ui_app import options as ui_options
+from ui_harness import SIZE, RecordingApp, palette_text, ready, run_async, send, shown, until
+from ui_harness import options as ui_options
 
 from spectui.catalog.local import auto_draft_for, discover, pair_all, resolve_reference
 from spectui.catalog.local.index import LocalIndex
@@ -345,7 +345,7 @@ async def test_the_in_app_picker_lists_a_local_model_with_its_draft_and_loads_th
         await pilot.press("ctrl+p")
         await pilot.press(*"local ollama:tiny:7b")
         label = "local ollama:tiny:7b + ollama:someone/tinier:q8"
-        await until(pilot, lambda: label in _palette_text(app), "the local pair in the palette")
+        await until(pilot, lambda: label in palette_text(app), "the local pair in the palette")
         await pilot.press("enter")
         await until(pilot, lambda: app.pair.options.pair_name == "ollama:tiny:7b", "the switch to the local pair")
         await ready(pilot)

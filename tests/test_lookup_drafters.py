@@ -16,9 +16,9 @@ from itertools import pairwise
 
 import numpy as np
 import pytest
-from test_lossless_sampling import N_STEPS, PURE, chi_square_pvalue, exact_distribution
-from test_ui_app import SIZE, GatedApp, RecordingApp, figures_text, held, options, ready, run_async, send, shown, until
+from lossless import N_STEPS, PURE, chi_square_pvalue, exact_distribution
 from textual.widgets import Static
+from ui_harness import SIZE, GatedApp, RecordingApp, figures_text, held, options, ready, run_async, send, shown, until
 
 from spectui.chat.store import ChatStore
 from spectui.chat.template import ChatFormat, ChatMessage

@@ -10,96 +10,17 @@ must reject, which shows the test has the power to catch a broken rule.
 
 from __future__ import annotations
 
-from collections import Counter
-
-import numpy as np
 import pytest
-from scipy.stats import chisquare
+from lossless import (
+    N_STEPS,
+    PROCESSED,
+    PURE,
+    assert_an_always_accept_rule_is_caught,
+    assert_reproduces_the_target,
+    check_lossless,
+)
 
-from spectui.engine import sampling, speculative
-from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import FixedBudget
-from spectui.engine.generator import load_generator
-from spectui.engine.model import LlamaModel
-
-N_STEPS = 4000
-K = 3
-PROMPT = "in the"  # the tiny target is unsure here (top p < 0.5), so the test has power
-PURE = SamplingConfig(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)
-PROCESSED = SamplingConfig(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05)
-
-
-def chi_square_pvalue(samples: list[int], expected: sampling.Dist) -> float:
-    """Goodness of fit; bins expected to hold < 5 samples are pooled into one."""
-    counts = Counter(samples)
-    n = len(samples)
-    big = [(int(t), p) for t, p in zip(expected.ids, expected.probs, strict=True) if p * n >= 5]
-    big_ids = {t for t, _ in big}
-    observed = [counts[t] for t, _ in big]
-    expected_counts = [p * n for _, p in big]
-    rest_expected = n - sum(expected_counts)
-    rest_observed = n - sum(observed)
-    if rest_expected >= 5 or rest_observed > 0:
-        observed.append(rest_observed)
-        expected_counts.append(max(rest_expected, 1e-9))
-    assert not (set(counts) - big_ids) or rest_observed > 0
-    return float(chisquare(observed, expected_counts).pvalue)
-
-
-def speculative_samples(tiny_pair, cfg: SamplingConfig) -> tuple[list[list[int]], dict[str, int], list[int]]:
-    gen = load_generator(tiny_pair.target, tiny_pair.draft, n_ctx=256)
-    try:
-        context = gen.target.tokenize(PROMPT)
-        gen.target.sync(context[:-1])
-        drafter = gen.drafter()
-        drafter.prefill(context[:-1])
-        rng = np.random.default_rng(2024)
-        outputs, kinds = [], Counter()
-        for _ in range(N_STEPS):
-            step = speculative.speculative_step(gen.target, drafter, context, FixedBudget(K), cfg, rng)
-            outputs.append(step.tokens)
-            kinds["accepted_first"] += step.accepted >= 1
-            kinds["resampled_first"] += step.accepted == 0
-        return outputs, dict(kinds), context
-    finally:
-        gen.close()
-
-
-def exact_distribution(tiny_pair, context: list[int], cfg: SamplingConfig) -> sampling.Dist:
-    with LlamaModel.load(tiny_pair.target, n_ctx=256) as fresh:
-        return sampling.distribution(fresh.sync(context).copy(), cfg)
-
-
-def check_lossless(tiny_pair, cfg: SamplingConfig) -> tuple[float, float, dict[str, int]]:
-    """p-values of the first and second emitted tokens against the target's exact distribution."""
-    outputs, kinds, context = speculative_samples(tiny_pair, cfg)
-    first = [out[0] for out in outputs]
-    exact_first = exact_distribution(tiny_pair, context, cfg)
-    assert len(exact_first.ids) >= 3 and exact_first.top_prob() < 0.6, "precondition: a spread-out target"
-    p_first = chi_square_pvalue(first, exact_first)
-    # Second position, conditioned on the most common first token.
-    mode = Counter(first).most_common(1)[0][0]
-    second = [out[1] for out in outputs if out[0] == mode and len(out) > 1]
-    p_second = chi_square_pvalue(second, exact_distribution(tiny_pair, [*context, mode], cfg))
-    return p_first, p_second, kinds
-
-
-def assert_reproduces_the_target(pair, cfg: SamplingConfig) -> None:
-    """The chi-square check passes, with both paths exercised: draft tokens accepted, and
-    rejected then resampled (every drafter's and every model family's test calls this)."""
-    p_first, p_second, kinds = check_lossless(pair, cfg)
-    assert kinds["accepted_first"] > N_STEPS * 0.1
-    assert kinds["resampled_first"] > N_STEPS * 0.1
-    assert p_first > 0.001, f"first token does not follow the target's distribution (p={p_first:.2g})"
-    assert p_second > 0.001, f"second token does not follow the target's distribution (p={p_second:.2g})"
-
-
-def assert_an_always_accept_rule_is_caught(pair, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same check fails when draft tokens are accepted without rejection sampling."""
-    monkeypatch.setattr(speculative, "accept_draft_token", lambda p_d, q_d, u: True)
-    p_first, _, kinds = check_lossless(pair, PURE)
-    assert kinds["resampled_first"] == 0
-    assert p_first < 1e-6, "an always-accept rule emits the draft's distribution and must be caught"
+from spectui.engine import sampling
 
 
 @pytest.mark.parametrize("cfg", [PURE, PROCESSED], ids=["T1-pure", "T0.8-topk-topp-minp"])

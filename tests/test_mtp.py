@@ -8,38 +8,26 @@ import argparse
 import functools
 import json
 from pathlib import Path
-from typing import NamedTuple
 
 import llama_cpp
-import numpy as np
+import lossless
 import pytest
-import test_lossless_sampling as lossless
 import tiny_mtp
+from mtp_runs import PROMPTS, THREADS, MtpPair, first_proposal, greedy_acceptance, run
 from numerics import assert_same_distribution, assert_same_evaluation
-from test_pull_mtp import write_header_model
+from tiny_gguf import write_header_model
 
 from spectui.catalog import record
 from spectui.cli import main
-from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
+from spectui.engine.config import AUTO
 from spectui.engine.drafters import AUTO_KIND, DrafterSpec
 from spectui.engine.drafters import mtp as mtp_module
-from spectui.engine.drafters.base import FixedBudget
 from spectui.engine.drafters.mtp_context import HiddenRows
-from spectui.engine.events import Finished
 from spectui.engine.generator import Generator, load_generator
 from spectui.engine.model import LlamaModel
 from spectui.session.options import models_from_args, pair_drafter_kind
 
-THREADS = 1  # these tiny models decode in about a millisecond: threads only add synchronisation
-PROMPTS = ["The story of the wind", "Once upon a time", "Hello there", "in the"]
 MTP = DrafterSpec("mtp")
-
-
-class MtpPair(NamedTuple):
-    """What test_lossless_sampling's helpers read from a pair: a target and what drafts for it."""
-
-    target: Path
-    draft: DrafterSpec
 
 
 @pytest.fixture(scope="module")
@@ -57,24 +45,6 @@ def generator(mtp_target) -> Generator:
     gen = load_generator(mtp_target, DrafterSpec(), n_ctx=1024, n_threads=THREADS)
     yield gen
     gen.close()
-
-
-def run(gen: Generator, prompt: str | list[int], k, max_tokens: int = 48, **sampling) -> Finished:
-    tokens = gen.target.tokenize(prompt) if isinstance(prompt, str) else prompt
-    config = GenerationConfig(max_tokens=max_tokens, sampling=SamplingConfig(**sampling))
-    final = list(gen.generate(tokens, config, DraftControl(k)))[-1]
-    assert isinstance(final, Finished)
-    return final
-
-
-def greedy_acceptance(gen: Generator, ks=(1, 2, 3)) -> tuple[float, int]:
-    drafted = accepted = 0
-    for prompt in PROMPTS:
-        for k in ks:
-            final = run(gen, prompt, k)
-            drafted += final.stats.drafted
-            accepted += final.stats.accepted
-    return accepted / drafted, drafted
 
 
 # ----- what loads ------------------------------------------------------------------------------
@@ -133,11 +103,6 @@ def test_auto_learns_the_head_cost_per_pass(generator):
 # ----- the head's state after rollbacks ----------------------------------------------------------
 
 
-def first_proposal(gen: Generator, context: list[int]):
-    """The drafter's next proposal at T = 1 from a fixed seed: its tokens and its q's."""
-    return gen.drafters["mtp"].propose(context, FixedBudget(3), lossless.PURE, np.random.default_rng(7))
-
-
 def test_head_after_rollbacks_and_a_deep_rewind_equals_a_fresh_one(mtp_target):
     gen = load_generator(mtp_target, MTP, n_ctx=1024, n_threads=THREADS)
     try:
@@ -175,7 +140,7 @@ def test_target_logits_after_mtp_speculation_equal_a_fresh_evaluation(generator,
 
 
 def use_the_mtp_target(monkeypatch: pytest.MonkeyPatch) -> None:
-    """test_lossless_sampling's check on one thread, from a context where the tiny MTP target is
+    """The lossless check (tests/lossless.py) on one thread, from a context where the tiny MTP target is
     unsure (top p 0.13 at T = 1; 10 tokens left at T = 0.8 with top-k, top-p and min-p, top 0.51)."""
     monkeypatch.setattr(lossless, "PROMPT", "we went")
     monkeypatch.setattr(lossless, "load_generator", functools.partial(load_generator, n_threads=THREADS))

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import functools
 
+import lossless
 import pytest
-import test_lossless_sampling as lossless
 import tiny_gemma4
+from mtp_runs import THREADS, MtpPair, first_proposal, greedy_acceptance, run
 from numerics import assert_same_distribution, assert_same_evaluation
-from test_mtp import THREADS, MtpPair, first_proposal, greedy_acceptance, run
 from tiny_gguf import TinyPair
 
 from spectui.engine.config import AUTO

@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from test_cli_bench import one_error_line
+from cli_output import one_error_line
 
 from spectui.cli import main
 

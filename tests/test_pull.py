@@ -8,12 +8,11 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import tiny_gguf
-from hub_server import FakeHub
+from hub_server import DRAFT_REPO, TARGET_REPO, FakeHub, pair_toml, write_catalog
 
 from spectui.catalog import hub as hub_module
 from spectui.catalog import list_pairs, pull_pair, record, resolve_pair
@@ -21,49 +20,6 @@ from spectui.catalog.pull import pull_adhoc
 from spectui.catalog.resolve import remove_pair
 from spectui.cli import main
 from spectui.errors import CatalogError, IncompatibleDraftError, PullError
-
-TARGET_REPO = "test-org/Tiny-Target-GGUF"
-DRAFT_REPO = "test-org/Tiny-Draft-GGUF"
-
-
-@pytest.fixture
-def hub(spectui_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
-    """A fake Hub; huggingface_hub pointed at it, with its cache in a temp dir and a test token."""
-    server = FakeHub()
-    monkeypatch.setenv("HF_ENDPOINT", server.url)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
-    monkeypatch.setenv("HF_TOKEN", "hf_test_token")
-    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
-    yield server
-    server.close()
-
-
-def pair_toml(name: str, target: tuple[str, list[str]], draft: tuple[str, list[str]]) -> str:
-    def model(role: str, repo: str, files: list[str]) -> str:
-        return f'[pairs."{name}".{role}]\nrepo = "{repo}"\nfiles = {json.dumps(files)}\n'
-
-    return (
-        f'[pairs."{name}"]\ndescription = "test pair {name}"\nsize_gb = 0.001\nrecommended_k = 3\n'
-        + model("target", *target) + model("draft", *draft)
-    )
-
-
-def write_catalog(home: Path, *pairs: str) -> None:
-    path = home / "config" / "models.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(pairs))
-
-
-@pytest.fixture
-def tiny_on_hub(hub: FakeHub, spectui_home: Path, tiny_pair: tiny_gguf.TinyPair) -> FakeHub:
-    """The tiny pair served by the fake Hub and named `tiny` in the user's catalog."""
-    hub.add(TARGET_REPO, "tiny-target-f32.gguf", tiny_pair.target)
-    hub.add(DRAFT_REPO, "tiny-draft-f32.gguf", tiny_pair.draft)
-    write_catalog(spectui_home, pair_toml(
-        "tiny", (TARGET_REPO, ["tiny-target-f32.gguf"]), (DRAFT_REPO, ["tiny-draft-f32.gguf"])
-    ))
-    return hub
 
 
 def sha(path: Path) -> str:

@@ -11,11 +11,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import gguf
 import pytest
 import tiny_gguf
-from hub_server import FakeHub
-from test_pull import DRAFT_REPO, TARGET_REPO, hub, tiny_on_hub, write_catalog  # noqa: F401
+from hub_server import DRAFT_REPO, TARGET_REPO, FakeHub, write_catalog
 
 from spectui import paths
 from spectui.catalog import hub as hub_module
@@ -29,36 +27,9 @@ GEMMA_REPO = "test-org/tiny-gemma-4-it-GGUF"
 PROJECTOR = "mmproj-F16.gguf"
 
 
-def write_header_model(path: Path, arch: str, values: dict[str, int], swap_token: int = 0) -> Path:
-    """A GGUF with `arch`, the given integer keys and the tiny test tokenizer; no tensors."""
-    tokens = list(tiny_gguf.TinySpec().tokens)
-    if swap_token:
-        tokens[swap_token], tokens[swap_token + 1] = tokens[swap_token + 1], tokens[swap_token]
-    writer = gguf.GGUFWriter(str(path), arch)
-    writer.add_name(path.stem)
-    for key, value in values.items():
-        writer.add_uint32(key, value)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("gpt-2")
-    writer.add_token_list(tokens)
-    n_special = len(tiny_gguf.SPECIAL_TOKENS)
-    writer.add_token_types(
-        [gguf.TokenType.CONTROL] * n_special + [gguf.TokenType.NORMAL] * (len(tokens) - n_special)
-    )
-    writer.add_token_merges([f"{a} {b}" for a, b in tiny_gguf.MERGES])
-    writer.add_bos_token_id(tiny_gguf.BOS_ID)
-    writer.add_eos_token_id(tiny_gguf.EOS_ID)
-    writer.add_add_bos_token(False)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
-
-
 def assistant(path: Path, made_for_width: int, swap_token: int = 0) -> Path:
     arch = "gemma4-assistant"
-    return write_header_model(path, arch, {
+    return tiny_gguf.write_header_model(path, arch, {
         f"{arch}.block_count": 4, f"{arch}.nextn_predict_layers": 4,
         f"{arch}.embedding_length": 32, f"{arch}.embedding_length_out": made_for_width,
     }, swap_token)
@@ -68,13 +39,13 @@ def assistant(path: Path, made_for_width: int, swap_token: int = 0) -> Path:
 def headers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("mtp-headers")
     return {
-        "heads": write_header_model(d / "heads.gguf", "qwen35", {
+        "heads": tiny_gguf.write_header_model(d / "heads.gguf", "qwen35", {
             "qwen35.block_count": 5, "qwen35.nextn_predict_layers": 1, "qwen35.embedding_length": 64,
         }),
-        "no_heads": write_header_model(d / "plain.gguf", "qwen35", {
+        "no_heads": tiny_gguf.write_header_model(d / "plain.gguf", "qwen35", {
             "qwen35.block_count": 4, "qwen35.embedding_length": 64,
         }),
-        "gemma": write_header_model(d / "gemma.gguf", "gemma4", {
+        "gemma": tiny_gguf.write_header_model(d / "gemma.gguf", "gemma4", {
             "gemma4.block_count": 6, "gemma4.embedding_length": 64,
         }),
         "assistant": assistant(d / "mtp-assistant.gguf", made_for_width=64),
@@ -109,7 +80,7 @@ def projector_requests(server: FakeHub) -> list[str]:
 
 
 def test_mtp_heads_pair_pulls_without_a_draft(
-    hub: FakeHub, spectui_home: Path, headers: dict[str, Path], capsys  # noqa: F811
+    hub: FakeHub, spectui_home: Path, headers: dict[str, Path], capsys
 ) -> None:
     hub.add(MTP_REPO, "Tiny-MTP-Q8_0.gguf", headers["heads"])
     hub.add(MTP_REPO, PROJECTOR, headers["gemma"])  # the vision projector a real repo ships too
@@ -135,7 +106,7 @@ def test_mtp_heads_pair_pulls_without_a_draft(
 
 
 def test_mtp_entry_whose_target_has_no_heads_is_refused(
-    hub: FakeHub, spectui_home: Path, headers: dict[str, Path], capsys  # noqa: F811
+    hub: FakeHub, spectui_home: Path, headers: dict[str, Path], capsys
 ) -> None:
     hub.add(MTP_REPO, "Tiny-Q8_0.gguf", headers["no_heads"])
     write_catalog(spectui_home, mtp_toml("nohead", (MTP_REPO, "Tiny-Q8_0.gguf")))
@@ -154,7 +125,7 @@ def test_mtp_entry_whose_target_has_no_heads_is_refused(
 
 
 def test_mtp_sidecar_pair_pulls(
-    hub: FakeHub, spectui_home: Path, headers: dict[str, Path]  # noqa: F811
+    hub: FakeHub, spectui_home: Path, headers: dict[str, Path]
 ) -> None:
     hub.add(GEMMA_REPO, "tiny-gemma-4-it-Q4_0.gguf", headers["gemma"])
     hub.add(GEMMA_REPO, "mtp-tiny-gemma-4-it.gguf", headers["assistant"])
@@ -185,7 +156,7 @@ def test_mtp_sidecar_pair_pulls(
     ids=["not-an-assistant", "other-size", "other-arch", "other-tokenizer"],
 )
 def test_mtp_sidecar_that_does_not_fit_the_target_is_refused(
-    hub: FakeHub, spectui_home: Path, headers: dict[str, Path],  # noqa: F811
+    hub: FakeHub, spectui_home: Path, headers: dict[str, Path],
     tiny_pair: tiny_gguf.TinyPair, target: str, sidecar: str, expected: str,
 ) -> None:
     files = {**headers, "tiny-draft": tiny_pair.draft}
@@ -242,7 +213,7 @@ def test_record_of_a_model_pair_without_its_draft_is_damaged(spectui_home: Path)
 
 
 def test_repo_with_a_projector_beside_the_model_pulls_only_the_model(
-    tiny_on_hub: FakeHub, tiny_pair: tiny_gguf.TinyPair  # noqa: F811
+    tiny_on_hub: FakeHub, tiny_pair: tiny_gguf.TinyPair
 ) -> None:
     tiny_on_hub.add(TARGET_REPO, PROJECTOR, tiny_pair.draft)
     tiny_on_hub.add(DRAFT_REPO, "mmproj-tiny-draft-BF16.gguf", tiny_pair.draft)
@@ -256,7 +227,7 @@ def test_repo_with_a_projector_beside_the_model_pulls_only_the_model(
     assert (row.target_arch, row.hybrid) == ("llama", False)  # read from the pulled header
 
 
-def test_projector_named_as_a_model_is_refused(tiny_on_hub: FakeHub) -> None:  # noqa: F811
+def test_projector_named_as_a_model_is_refused(tiny_on_hub: FakeHub) -> None:
     tiny_on_hub.add(TARGET_REPO, PROJECTOR, b"GGUF")
     with pytest.raises(PullError, match="vision projector"):
         pull_adhoc("vis", f"{TARGET_REPO}:{PROJECTOR}", f"{DRAFT_REPO}:tiny-draft-f32.gguf")

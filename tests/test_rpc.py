@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rpc_workers import free_port, start_worker
 
 from spectui.engine import rpc
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
@@ -25,21 +26,9 @@ from spectui.engine.events import Finished, Progress
 from spectui.engine.generator import Generator, load_generator
 from spectui.engine.rpc import wire as rpc_wire
 from spectui.errors import RpcError
-from spectui.worker import WorkerProcess, spawn
 
 pytestmark = pytest.mark.skipif(not rpc.rpc_available(), reason="llama-cpp-python built without GGML_RPC")
 PROMPT = "The story of the wind"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_worker(host: str = "127.0.0.1") -> WorkerProcess:
-    """A `spectui worker` subprocess on a free port, ready once it answers a handshake."""
-    return spawn(host, free_port(), threads=1)
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +142,7 @@ def test_tensor_split_puts_every_layer_on_the_first_worker(tiny_pair, workers, l
 
 
 def test_rejection_sampling_stays_lossless_over_rpc(tiny_pair, workers, monkeypatch):
-    import test_lossless_sampling as lossless
+    import lossless
 
     monkeypatch.setattr(lossless, "N_STEPS", 1000)
     monkeypatch.setattr(lossless, "load_generator", functools.partial(load_generator, rpc=workers))
@@ -229,7 +218,7 @@ def test_another_protocol_version_is_one_line_naming_both():
 
 
 def test_a_build_without_rpc_says_how_to_rebuild(monkeypatch):
-    monkeypatch.setattr(rpc, "_ggml", lambda: None)
+    monkeypatch.setattr(rpc, "rpc_calls", lambda: None)
     pip = r"\S+ -m pip install --no-cache-dir --force-reinstall --no-deps llama-cpp-python==0\.3\.36"
     with pytest.raises(RpcError, match=rf'CMAKE_ARGS="-DGGML_RPC=ON -DLLAVA_BUILD=OFF" {pip} \(--no-cache-dir'):
         rpc.connect("127.0.0.1:50052")

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 import tiny_gguf
+from cli_output import one_error_line
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from local_stores import Files, Layout, ollama_model, point_at, store_layout, write_files
-from test_cli_bench import one_error_line
-from test_ui_app import SIZE, RecordingApp, _palette_text, options, ready, run_async, shown, until
 from textual.widgets import Label, Static
+from ui_harness import SIZE, RecordingApp, options, palette_text, ready, run_async, shown, until
 
 from spectui import safe_text
 from spectui.catalog import record
@@ -275,8 +275,8 @@ async def test_the_palette_lists_hostile_local_models_as_text(hostile: Layout, t
         await ready(pilot)
         await pilot.press("ctrl+p")
         await pilot.press(*"local ollama")
-        await until(pilot, lambda: "local ollama:" in _palette_text(app), "the local models in the palette")
-        listed = _palette_text(app)
+        await until(pilot, lambda: "local ollama:" in palette_text(app), "the local models in the palette")
+        listed = palette_text(app)
         assert f"ollama:{SHOWN}:latest" in listed and no_controls(listed, keep="\n")
         await pilot.press("escape")
 

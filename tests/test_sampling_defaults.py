@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import tiny_gguf
-from test_ui_app import RecordingApp, ready, send, shown
 from textual.widgets import Static
+from ui_harness import RecordingApp, ready, send, shown
 
 from spectui.cli import build_parser
 from spectui.engine.config import AUTO, LLAMA_CPP_SAMPLING, DraftControl, recommended_sampling

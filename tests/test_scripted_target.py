@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from test_lossless_sampling import PROCESSED, chi_square_pvalue
+from lossless import PROCESSED, chi_square_pvalue
 
 from spectui.engine import sampling, speculative
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig

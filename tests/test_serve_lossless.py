@@ -6,7 +6,7 @@ K = 2. On the tiny target the first token (read from the prompt pass, no specula
 with probability ~1 under this bias, and the second is spread over several (the first speculative
 cycle emits it: an accepted draft token or a resample from the residual). Its empirical
 distribution over many requests is compared with the target's exact processed distribution by a
-chi-square test (the helpers of tests/test_lossless_sampling.py). The draft's own distribution
+chi-square test (the helpers of tests/lossless.py). The draft's own distribution
 there differs a lot from the target's (most of its mass is on a token the target gives little),
 and the same test through the same server catches a rule that accepts every draft token.
 """
@@ -14,8 +14,8 @@ and the same test through the same server catches a rule that accepts every draf
 from __future__ import annotations
 
 import pytest
+from lossless import chi_square_pvalue
 from serving import Served, served
-from test_lossless_sampling import chi_square_pvalue
 
 from spectui.engine import sampling, speculative
 from spectui.engine.config import SamplingConfig

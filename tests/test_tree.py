@@ -19,9 +19,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from lossless import GREEDY, PROCESSED, PROMPT, PURE, chi_square_pvalue, exact_distribution, greedy_continuation
 from numerics import assert_same_evaluation
-from test_drafters_scripted import GREEDY, greedy_continuation
-from test_lossless_sampling import PROCESSED, PROMPT, PURE, chi_square_pvalue, exact_distribution
 
 from spectui.engine import sampling, speculative, tree
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig

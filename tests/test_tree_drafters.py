@@ -17,8 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import tiny_hybrid
-from test_drafters_scripted import GREEDY, greedy_continuation
-from test_lossless_sampling import PROCESSED, PROMPT, PURE, chi_square_pvalue, exact_distribution
+from lossless import GREEDY, PROCESSED, PROMPT, PURE, chi_square_pvalue, exact_distribution, greedy_continuation
 
 from spectui.engine import sampling, speculative
 from spectui.engine.autodraft import AutoDraft

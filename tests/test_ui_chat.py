@@ -12,50 +12,30 @@ from typing import Any
 
 import pytest
 import tiny_gguf
-from test_ui_app import (
+from textual import events
+from textual.widgets import Input, Label, Select, Static, TextArea
+from ui_harness import (
     DEADLINE,
     SIZE,
+    ConfigApp,
     RecordingApp,
+    notes,
     options,
     ready,
     run_async,
     send,
     shown,
+    toasts,
     until,
 )
-from textual import events
-from textual.widgets import Input, Label, Select, Static, TextArea
 
 from spectui.chat.settings import ChatSettings
 from spectui.chat.store import ChatStore
 from spectui.engine.config import SamplingConfig
 from spectui.paths import chats_db_path
-from spectui.session.reply import ReplyRequest
-from spectui.ui.chat_view import AssistantMessage, NoteMessage, UserMessage
+from spectui.ui.chat_view import AssistantMessage, UserMessage
 from spectui.ui.engine_host import EngineHost
 from spectui.ui.settings_screen import SettingsScreen
-
-
-class ConfigHost(EngineHost):
-    """Records the request of each reply (what the reply core was asked for)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.requests: list[ReplyRequest] = []
-
-    def generate_reply(self, request: ReplyRequest, purpose: Any) -> Any:
-        self.requests.append(request)
-        return super().generate_reply(request, purpose)
-
-
-class ConfigApp(RecordingApp):
-    """Also records the request of each reply (its engine host's `requests`)."""
-
-    engine_class = ConfigHost
-
-    @property
-    def requests(self) -> list[ReplyRequest]:
-        return self.engine.requests  # type: ignore[attr-defined, no-any-return]
 
 
 class SlowLoadHost(EngineHost):
@@ -83,15 +63,6 @@ class SlowLoadApp(RecordingApp):
 @pytest.fixture
 def pair(tiny_pair: tiny_gguf.TinyPair, spectui_home: Path) -> tiny_gguf.TinyPair:
     return tiny_pair
-
-
-def notes(app: RecordingApp, kind: str = "") -> str:
-    """The notes in the log, each on one line (however the log wraps them)."""
-    return " | ".join(" ".join(shown(n).split()) for n in app.query(NoteMessage) if not kind or n.has_class(kind))
-
-
-def toasts(app: RecordingApp) -> str:
-    return " | ".join(str(n.message) for n in app._notifications)
 
 
 def status(app: RecordingApp) -> str:

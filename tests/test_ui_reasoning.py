@@ -12,9 +12,22 @@ from pathlib import Path
 import pytest
 import scripted_gguf
 import tiny_gguf
-from test_ui_app import GatedApp, RecordingApp, figures_text, held, options, ready, run_async, send, shown, until
-from test_ui_chat import SIZE, ConfigApp, toasts
 from textual.widgets import Static
+from ui_harness import (
+    SIZE,
+    ConfigApp,
+    GatedApp,
+    RecordingApp,
+    figures_text,
+    held,
+    options,
+    ready,
+    run_async,
+    send,
+    shown,
+    toasts,
+    until,
+)
 
 from spectui.chat.store import ChatStore
 from spectui.paths import chats_db_path

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 import tiny_gguf
-from test_chat_store_damage import damaged_copies, make_store, overwrite_page, page_holding
-from test_ui_app import (
+from chat_stores import damaged_copies, make_store, overwrite_page, page_holding
+from textual.app import App, ComposeResult
+from textual.widgets import Markdown, Static
+from ui_harness import (
     DEADLINE,
     SIZE,
     RecordingApp,
@@ -22,8 +24,6 @@ from test_ui_app import (
     shown,
     until,
 )
-from textual.app import App, ComposeResult
-from textual.widgets import Markdown, Static
 
 from spectui.chat.store import ChatStore
 from spectui.engine.events import GenerationStats

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 import tiny_gguf
-from test_ui_app import GatedApp, RecordingApp, options, ready, run_async, send, shown, until
 from textual.widgets import Footer, Header
+from ui_harness import GatedApp, RecordingApp, options, ready, run_async, send, shown, until
 
 from spectui.ui.chat_view import AssistantMessage
 from spectui.ui.fit import MIN_HEIGHT, MIN_WIDTH, TOO_SMALL, TooSmall, fit

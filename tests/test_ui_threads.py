@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import tiny_gguf
-from test_faults_app import saved_reply
-from test_ui_app import SIZE, GatedApp, RecordingApp, held, options, ready, run_async, send, until
+from chat_stores import saved_reply
 from textual.widgets import Input
 from thread_guard import EngineCallGuard
+from ui_harness import SIZE, GatedApp, RecordingApp, held, options, ready, run_async, send, until
 
 from spectui.ui.chat_view import AssistantMessage, UserMessage
 from spectui.ui.settings_screen import SettingsScreen

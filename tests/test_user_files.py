@@ -11,11 +11,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from chat_stores import saved_chats
+from cli_output import one_error_line
 from local_stores import Files, Layout, point_at, store_layout, write_files
-from test_cli_bench import one_error_line
-from test_export import saved_chats
-from test_ui_app import SIZE, RecordingApp, options, ready, run_async, send, until
-from test_ui_chat import notes, toasts
+from ui_harness import SIZE, RecordingApp, notes, options, ready, run_async, send, toasts, until
 
 from spectui.catalog import record
 from spectui.catalog.resolve import remove_pair, resolve_pair

@@ -241,3 +241,30 @@ def write_pair_with_vocabularies(directory: Path, target_extra: int, draft_extra
     draft = write_gguf(directory / f"draft-plus{draft_extra}.gguf", draft_spec,
                        cut(derive_draft(weights, 1), len(draft_spec.tokens)), "tiny-draft")
     return TinyPair(target=target, draft=draft)
+
+
+def write_header_model(path: Path, arch: str, values: dict[str, int], swap_token: int = 0) -> Path:
+    """A GGUF with `arch`, the given integer keys and the tiny test tokenizer; no tensors."""
+    tokens = list(TinySpec().tokens)
+    if swap_token:
+        tokens[swap_token], tokens[swap_token + 1] = tokens[swap_token + 1], tokens[swap_token]
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_name(path.stem)
+    for key, value in values.items():
+        writer.add_uint32(key, value)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt-2")
+    writer.add_token_list(tokens)
+    n_special = len(SPECIAL_TOKENS)
+    writer.add_token_types(
+        [gguf.TokenType.CONTROL] * n_special + [gguf.TokenType.NORMAL] * (len(tokens) - n_special)
+    )
+    writer.add_token_merges([f"{a} {b}" for a, b in MERGES])
+    writer.add_bos_token_id(BOS_ID)
+    writer.add_eos_token_id(EOS_ID)
+    writer.add_add_bos_token(False)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

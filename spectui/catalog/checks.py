@@ -26,6 +26,20 @@ from spectui.errors import IncompatibleDraftError
 
 Metadata = dict[str, gguf_file.MetaValue | None]
 
+DRAFT_SIZE_LIMIT = 1 / 3
+"""A draft model above this share of its target's weights is warned about (chat, bench, pair add)."""
+
+
+def draft_size_warning(draft_name: str, target_bytes: int, draft_bytes: int) -> str | None:
+    """Speculation pays only when a draft pass is much cheaper than a target pass."""
+    if draft_bytes <= target_bytes * DRAFT_SIZE_LIMIT:
+        return None
+    ratio = draft_bytes / max(target_bytes, 1)
+    return (
+        f"the draft {draft_name} is {ratio:.0%} of the target's size: drafting costs too much "
+        "to pay off; pick a draft at most about a third of the target"
+    )
+
 
 def architecture(metadata: Metadata) -> str | None:
     arch = metadata.get("general.architecture")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 
 from spectui.catalog.pairs import PairStatus
 from spectui.errors import PullError
@@ -76,7 +77,10 @@ def format_table(rows: list[PairStatus]) -> str:
     return "\n".join(lines)
 
 
-def list_command(args: argparse.Namespace) -> int:
+def list_command(args: argparse.Namespace, system: Callable[[], dict[str, object]]) -> int:
+    """`system`: what `spectui doctor --json` says (llama.cpp's build, devices, this machine's
+    GPUs), asked only for `--json`; the command line passes it in (doctor is a session's, above
+    the catalog)."""
     if args.local:
         from spectui.catalog.local.commands import list_local_command
 
@@ -85,10 +89,7 @@ def list_command(args: argparse.Namespace) -> int:
 
     rows = list_pairs()
     if args.json:
-        from spectui.session.doctor import this_machine
-
-        # `system`: what `spectui doctor --json` says (llama.cpp's build, devices, this machine's GPUs)
-        print(json.dumps({"pairs": [row.as_json() for row in rows], "system": this_machine().as_json()}, indent=2))
+        print(json.dumps({"pairs": [row.as_json() for row in rows], "system": system()}, indent=2))
     else:
         from spectui import paths
 

@@ -30,7 +30,7 @@ from spectui.engine.config import AUTO, DraftLength
 from spectui.errors import CatalogError
 
 if TYPE_CHECKING:
-    from spectui.catalog.loader import CatalogEntry
+    from spectui.catalog.pairs import CatalogEntry
 
 FTYPES = {"F32": "LLAMA_FTYPE_ALL_F32", "F16": "LLAMA_FTYPE_MOSTLY_F16",
           "Q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "Q6_K": "LLAMA_FTYPE_MOSTLY_Q6_K",

@@ -6,28 +6,16 @@ Any problem in a file becomes one `CatalogError` line naming the file, the pair 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Literal
 
 from pydantic import ValidationError
 
 from spectui import paths
-from spectui.catalog.schema import Catalog, PairEntry
+from spectui.catalog.demo import RECIPES
+from spectui.catalog.pairs import CatalogEntry, Origin
+from spectui.catalog.schema import Catalog
 from spectui.errors import CatalogError
-
-Origin = Literal["shipped", "user"]
-
-
-@dataclass(frozen=True)
-class CatalogEntry:
-    """A validated pair with where it was defined."""
-
-    name: str
-    entry: PairEntry
-    origin: Origin
-    file: Path
 
 
 def shipped_catalog_path() -> Path:
@@ -58,7 +46,7 @@ def parse_catalog(text: str, file: Path) -> Catalog:
     except tomllib.TOMLDecodeError as error:
         raise CatalogError(f"{file}: not valid TOML ({error}); fix the file or remove it") from None
     try:
-        return Catalog.model_validate(data)
+        return Catalog.model_validate(data, context={"demo_pairs": tuple(RECIPES)})
     except ValidationError as error:
         raise CatalogError(describe_error(file, error)) from None
 

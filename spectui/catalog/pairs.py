@@ -1,4 +1,5 @@
-"""What a pair name resolves to (`ResolvedPair`) and one row of `spectui list` (`PairStatus`).
+"""What a pair name resolves to (`ResolvedPair`), one row of `spectui list` (`PairStatus`), and a
+catalog's pair with where it was defined (`CatalogEntry`).
 
 Plain values with no behaviour of their own, so the demo pair and the resolver can both build them
 without importing each other.
@@ -8,9 +9,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from spectui.catalog.schema import PairEntry
 
 K = int | Literal["auto"]
+Origin = Literal["shipped", "user"]
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """A validated pair with where it was defined (`loader.load_catalog` makes them)."""
+
+    name: str
+    entry: PairEntry
+    origin: Origin
+    file: Path
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from spectui.catalog import demo, record
-from spectui.catalog.loader import CatalogEntry, get_entry, load_catalog
-from spectui.catalog.pairs import PairStatus, ResolvedPair
+from spectui.catalog.loader import get_entry, load_catalog
+from spectui.catalog.pairs import CatalogEntry, PairStatus, ResolvedPair
 from spectui.errors import CatalogError
 
 

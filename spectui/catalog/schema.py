@@ -12,7 +12,8 @@ A catalog is a table of pairs keyed by name::
     draft.files = ["qwen2.5-0.5b-instruct-q8_0.gguf"]
 
 A pair with `source = "demo"` has no Hub files: spectui builds it from a local package (only the
-built-in `demo` and `demo-base`, whose recipes are in `spectui.catalog.demo`).
+built-in `demo` and `demo-base`, whose recipes are in `spectui.catalog.demo`; the loader passes
+their names as the validation context `demo_pairs`, so this schema need not import the recipes).
 
 `drafter = "mtp"` drafts with the target's own multi-token-prediction heads (no `draft` table:
 the target GGUF carries `<arch>.nextn_predict_layers` > 0) or with an MTP assistant sidecar that
@@ -28,7 +29,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from spectui.limits import MAX_DRAFT
 
@@ -206,12 +207,11 @@ class Catalog(BaseModel):
 
     @field_validator("pairs")
     @classmethod
-    def _names(cls, value: dict[str, PairEntry]) -> dict[str, PairEntry]:
-        from spectui.catalog.demo import RECIPES
-
+    def _names(cls, value: dict[str, PairEntry], info: ValidationInfo) -> dict[str, PairEntry]:
+        demo_pairs: tuple[str, ...] | None = (info.context or {}).get("demo_pairs")
         for name, entry in value.items():
             if not PAIR_NAME.match(name):
                 raise ValueError(f"pair name {name!r} may use only a-z, 0-9, '.', '_', '-'")
-            if entry.source == "demo" and name not in RECIPES:
-                raise ValueError(f"pair {name!r}: source = \"demo\" is only for the built-in {', '.join(RECIPES)}")
+            if demo_pairs is not None and entry.source == "demo" and name not in demo_pairs:
+                raise ValueError(f"pair {name!r}: source = \"demo\" is only for the built-in {', '.join(demo_pairs)}")
         return value

@@ -82,8 +82,11 @@ def has_recurrent_state(arch: str) -> bool:
     return arch in RECURRENT_ARCHS or arch in HYBRID_ARCHS
 
 
-def rollback_kind(arch: str) -> Rollback:
-    """How a rejected draft is undone: `kv` (attention only), `snapshots`, or `none` possible."""
-    if not has_recurrent_state(arch):
+def rollback_kind(arch: str, stateful: bool | None = None) -> Rollback:
+    """How a rejected draft is undone: `kv` (attention only), `snapshots`, or `none` possible.
+
+    `stateful`: what a loaded model says of itself (`llama_model_is_recurrent` or `_is_hybrid`);
+    None before a load, when the arch lists above decide."""
+    if not (has_recurrent_state(arch) if stateful is None else stateful):
         return "kv"
     return "snapshots" if arch in ROLLBACK_ARCHS else "none"

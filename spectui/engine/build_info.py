@@ -1,8 +1,8 @@
 """What the installed llama.cpp was built with, asked of ggml's own registry (no guessing).
 
 llama-cpp-python binds `llama_print_system_info`, `llama_supports_gpu_offload` and
-`llama_supports_rpc`; the rest is read through ctypes from libggml-base/libggml, beside the
-device calls `spectui.engine.rpc` already makes (ggml/include/ggml-backend.h:181-243):
+`llama_supports_rpc`; the rest is read through ggml's functions as `spectui.engine.backend`
+binds them (ggml/include/ggml-backend.h:181-243):
 `ggml_backend_reg_count/_get/_name` (one registry per backend compiled in: CPU, CUDA, ROCm, MTL
 for Metal, Vulkan, SYCL, RPC, ...), their devices (name, description, type, free/total memory),
 the CPU backend's `ggml_backend_get_features` (the instruction sets its kernels use,
@@ -14,6 +14,9 @@ from __future__ import annotations
 import ctypes
 import functools
 from dataclasses import asdict, dataclass
+
+from spectui.engine import backend
+from spectui.engine.backend import Ggml
 
 DEVICE_KINDS = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel"}  # enum ggml_backend_dev_type
 NOT_GPU_BACKENDS = frozenset({"CPU", "RPC", "BLAS"})
@@ -108,52 +111,18 @@ def cpu_extra_buffers_usable() -> bool:
     machine kind's Intel hosts (`tilezero %tmm4` in ggml_backend_amx_mul_mat). The switch is all
     or nothing (llama-model.cpp:1110), so such builds also lose the repacked layouts: slower
     quantized weights on the CPU, against a crash."""
-    ggml = _registry()
+    ggml = backend.ggml()
     if ggml is None:
         return True
-    from spectui.engine.model import init_backend
-
-    init_backend()
+    backend.init_backend()
     return AMX_FEATURE not in _cpu_backend_features(ggml)
-
-
-class _Registry:
-    """ggml's registry calls, with their C signatures."""
-
-    def __init__(self, base: ctypes.CDLL, core: ctypes.CDLL) -> None:
-        from spectui.engine.rpc import _fn
-
-        p, s, c = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
-        self.version = _fn(base.ggml_version, c, [])
-        self.commit = _fn(base.ggml_commit, c, [])
-        self.reg_name = _fn(base.ggml_backend_reg_name, c, [p])
-        self.reg_dev_count = _fn(base.ggml_backend_reg_dev_count, s, [p])
-        self.reg_dev_get = _fn(base.ggml_backend_reg_dev_get, p, [p, s])
-        self.reg_proc = _fn(base.ggml_backend_reg_get_proc_address, p, [p, c])
-        self.dev_name = _fn(base.ggml_backend_dev_name, c, [p])
-        self.dev_description = _fn(base.ggml_backend_dev_description, c, [p])
-        self.dev_type = _fn(base.ggml_backend_dev_type, ctypes.c_int, [p])
-        self.dev_memory = _fn(base.ggml_backend_dev_memory, None, [p, ctypes.POINTER(s), ctypes.POINTER(s)])
-        self.reg_count = _fn(core.ggml_backend_reg_count, s, [])
-        self.reg_get = _fn(core.ggml_backend_reg_get, p, [s])
-
-
-@functools.cache
-def _registry() -> _Registry | None:
-    from spectui.engine.rpc import _load
-
-    libs = _load("ggml-base", "ggml")
-    try:
-        return _Registry(*libs) if libs else None
-    except AttributeError:  # an older ggml without one of these calls
-        return None
 
 
 def _text(value: bytes | None) -> str:
     return value.decode(errors="replace") if value else ""
 
 
-def _cpu_features(ggml: _Registry, reg: int) -> tuple[str, ...]:
+def _cpu_features(ggml: Ggml, reg: int) -> tuple[str, ...]:
     """`ggml_backend_get_features` of a registry: name=value pairs up to a NULL name."""
     address = ggml.reg_proc(reg, b"ggml_backend_get_features")
     if not address:
@@ -169,7 +138,7 @@ def _cpu_features(ggml: _Registry, reg: int) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _cpu_backend_features(ggml: _Registry) -> tuple[str, ...]:
+def _cpu_backend_features(ggml: Ggml) -> tuple[str, ...]:
     """The CPU registry's features: read alone, as a load must, without asking any other device
     (an RPC worker's memory is a network call)."""
     for r in range(ggml.reg_count()):
@@ -186,11 +155,8 @@ def read_build_info() -> BuildInfo:
     now, each call."""
     import llama_cpp
 
-    from spectui.engine.model import init_backend
-    from spectui.engine.rpc import rpc_available
-
-    init_backend()
-    ggml = _registry()
+    backend.init_backend()
+    ggml = backend.ggml()
     backends: list[str] = []
     devices: list[Device] = []
     features: tuple[str, ...] = ()
@@ -200,18 +166,18 @@ def read_build_info() -> BuildInfo:
         features = _cpu_backend_features(ggml)
         for r in range(ggml.reg_count()):
             reg = ggml.reg_get(r)
-            backend = _text(ggml.reg_name(reg))
-            backends.append(backend)
+            name = _text(ggml.reg_name(reg))
+            backends.append(name)
             for d in range(ggml.reg_dev_count(reg)):
                 dev = ggml.reg_dev_get(reg, d)
                 free, total = ctypes.c_size_t(), ctypes.c_size_t()
                 ggml.dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
                 devices.append(Device(_text(ggml.dev_name(dev)), _text(ggml.dev_description(dev)),
-                                      DEVICE_KINDS.get(ggml.dev_type(dev), "unknown"), backend,
+                                      DEVICE_KINDS.get(ggml.dev_type(dev), "unknown"), name,
                                       free.value, total.value))
     return BuildInfo(
         llama_cpp_python=llama_cpp.__version__, ggml_version=version, llama_cpp_commit=commit,
-        backends=tuple(backends), devices=tuple(devices), cpu_features=features, rpc=rpc_available(),
+        backends=tuple(backends), devices=tuple(devices), cpu_features=features, rpc=backend.rpc_available(),
         system_info=_text(llama_cpp.llama_print_system_info()).strip(),
     )
 

@@ -37,7 +37,8 @@ from spectui.engine.events import (
 )
 from spectui.engine.grammar import Grammar
 from spectui.engine.heads import check_not_a_head
-from spectui.engine.model import LlamaModel, ProgressCallback
+from spectui.engine.loading import ProgressCallback
+from spectui.engine.model import LlamaModel
 from spectui.engine.rpc import RpcCluster
 from spectui.engine.rpc import connect as connect_rpc
 from spectui.engine.sampling import NoTokenAllowed

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -238,13 +239,29 @@ def diagnose(path: Path) -> str:
             "damaged; try another GGUF of the model, or download it again")
 
 
-def refetch_hint(path: Path) -> str:
-    """How to replace a damaged copy of `path`, by the tool that fetched it (`ollama pull NAME` for
-    an Ollama blob, `spectui pull PAIR` for a pulled pair's file): the stores are the catalog's
-    knowledge, asked only when a file is already known to be damaged."""
-    from spectui.catalog.local.origin import refetch_hint as by_origin
+RefetchHint = Callable[[Path], str]
+"""How to replace a damaged copy of a file: "download it again", or by the tool that fetched it."""
 
-    return by_origin(path)
+
+def _download_again(path: Path) -> str:
+    return "download it again"
+
+
+_refetch_hint: RefetchHint = _download_again
+
+
+def use_refetch_hint(hint: RefetchHint) -> None:
+    """Name the tool that fetched a damaged file in the messages above (`ollama pull NAME` for an
+    Ollama blob, `spectui pull PAIR` for a pulled pair's file). The stores are the catalog's
+    knowledge, above the engine: the command line hands its `catalog.local.origin.refetch_hint`
+    in at start; it is asked only when a file is already known to be damaged."""
+    global _refetch_hint
+    _refetch_hint = hint
+
+
+def refetch_hint(path: Path) -> str:
+    """How to replace a damaged copy of `path` (see `use_refetch_hint`)."""
+    return _refetch_hint(path)
 
 
 def _version(path: Path) -> int | None:

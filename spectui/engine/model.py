@@ -15,57 +15,27 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import llama_cpp
 import numpy as np
 
-from spectui.engine import gguf_file, hostcost, llama_log
-from spectui.engine.build_info import cpu_extra_buffers_usable
+from spectui.engine import hostcost
+from spectui.engine.archs import rollback_kind
+from spectui.engine.buffers import MAX_LOGIT_ROWS, DecodeListener, float_view, positions
 from spectui.engine.loaded_file import LoadedFile
-from spectui.engine.recurrent import RollbackKind, rollback_kind
+from spectui.engine.loading import ProgressCallback, load_weights, new_context
+from spectui.engine.recurrent import RollbackKind
 from spectui.engine.rewind import Rewinder
 from spectui.engine.tree_cache import TreeCache, TreeLayout
 from spectui.engine.vocab import ModelVocabulary
-from spectui.errors import ContextFullError, LoadCancelled, ModelFileError, ModelLoadError
-from spectui.limits import MAX_DRAFT, MAX_LOOKUP_DRAFT
+from spectui.errors import ContextFullError, ModelFileError, ModelLoadError
+from spectui.limits import MAX_DRAFT
 
 if TYPE_CHECKING:
-    from _ctypes import CFuncPtr
-
     from spectui.engine.rpc import RpcCluster
-
-_backend_ready = False
-# The most rows we ever ask logits for in one decode ([last, d_1..d_31]: a lookup's longest
-# proposal). llama.cpp sizes its compute buffer for this many output rows: at the default
-# (n_batch) a 262k-token vocabulary reserves 512 MiB per context for logits we never request.
-MAX_LOGIT_ROWS = MAX_LOOKUP_DRAFT + 1
-
-ProgressCallback = Callable[[float], bool | None]
-"""Receives the load's progress, 0..1; returning False cancels the load (`LoadCancelled`)."""
-DecodeListener = Callable[[int, Sequence[int]], None]
-"""Called after every decode with (position of its first token, its tokens), while llama.cpp's
-output buffers still hold that decode's results (e.g. the MTP drafter reads the hidden rows)."""
-
-
-def init_backend() -> None:
-    """Install the log hook and initialise llama.cpp's backends, once per process."""
-    global _backend_ready
-    if not _backend_ready:
-        llama_log.install()
-        llama_cpp.llama_backend_init()
-        _backend_ready = True
-
-
-def gpu_offload_available() -> bool:
-    """True when llama.cpp has a GPU on this machine. Not `llama_supports_gpu_offload`: that is
-    also true for a CPU-only build with the RPC backend (src/llama.cpp:102-109)."""
-    from spectui.engine.rpc import local_gpu_devices
-
-    init_backend()
-    return bool(local_gpu_devices())
 
 
 class LlamaModel(ModelVocabulary, TreeCache):
@@ -141,34 +111,8 @@ class LlamaModel(ModelVocabulary, TreeCache):
         attention-only target asks for `limits.MAX_TREE_LEAVES`, other models keep 1.
         """
         file = Path(path).expanduser()
-        gguf_file.check_readable(file)
-        init_backend()
-        if n_gpu_layers is None:
-            n_gpu_layers = -1 if rpc is not None or gpu_offload_available() else 0
-        params = llama_cpp.llama_model_default_params()
-        params.n_gpu_layers = n_gpu_layers
-        params.use_extra_bufts = cpu_extra_buffers_usable()
-        if rpc is not None:
-            rpc.apply(params)
-        params.vocab_only = vocab_only
-        if load_mtp:
-            params.load_mtp = True
-        cancelled: list[bool] = []
-        keep_alive = None
-        if progress is not None:
-            keep_alive = _progress_callback(progress, cancelled)
-            params.progress_callback = keep_alive
-        watch = None if vocab_only else _watch(file)
-        model = llama_cpp.llama_model_load_from_file(str(file).encode(), params)
-        del keep_alive
-        if not model and watch is not None:
-            watch.close()
-        if not model and rpc is not None:
-            rpc.check()
-        if not model and cancelled:
-            raise LoadCancelled(f"loading {file.name} was cancelled")
-        if not model:
-            raise ModelLoadError(f"llama.cpp could not load {file}: {gguf_file.diagnose(file)}")
+        model, n_gpu_layers, watch = load_weights(file, n_gpu_layers=n_gpu_layers, vocab_only=vocab_only,
+                                                  progress=progress, rpc=rpc, load_mtp=load_mtp)
         threads = n_threads or os.cpu_count() or 1
         try:
             loaded = cls(file, model, 0 if vocab_only else n_ctx, threads, min(n_batch, n_ctx), n_gpu_layers,
@@ -188,26 +132,9 @@ class LlamaModel(ModelVocabulary, TreeCache):
         return loaded
 
     def _new_context(self, n_ctx: int, n_threads: int, n_batch: int, n_rs_seq: int) -> llama_cpp.llama_context_p:
-        params = llama_cpp.llama_context_default_params()
-        params.n_rs_seq = n_rs_seq
-        params.n_ctx = n_ctx
-        params.n_batch = n_batch
-        params.n_ubatch = n_batch
-        params.n_seq_max = self.n_seqs
-        # One buffer for all sequences: the branches of a tree share the prefix's cells, and
-        # seq_cp between them is bookkeeping (src/llama-kv-cache.cpp:462-490).
-        params.kv_unified = self.n_seqs > 1
-        params.n_outputs_max = MAX_LOGIT_ROWS
-        params.n_threads = n_threads
-        params.n_threads_batch = n_threads
-        params.no_perf = True
-        ctx: llama_cpp.llama_context_p | None = llama_cpp.llama_init_from_model(self._model, params)
-        if not ctx:
-            raise ModelLoadError(
-                f"llama.cpp could not create a {n_ctx}-token context for {self.path.name}: "
-                "not enough memory; try a smaller --ctx or fewer --n-gpu-layers"
-            )
-        return ctx
+        assert self._model is not None
+        return new_context(self._model, self.path.name, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch,
+                           n_rs_seq=n_rs_seq, n_seqs=self.n_seqs)
 
     def close(self) -> None:
         self._views.clear()
@@ -468,49 +395,3 @@ class LlamaModel(ModelVocabulary, TreeCache):
 def _last_row(rows: np.ndarray) -> np.ndarray:
     row: np.ndarray = rows[-1]
     return row
-
-
-def positions(batch: llama_cpp.llama_batch) -> ctypes.Array[ctypes.c_int32]:
-    """A batch's `pos` array: llama_pos* in llama.h, mistyped as an array of arrays by
-    llama-cpp-python 0.3.36's annotations."""
-    return cast("ctypes.Array[ctypes.c_int32]", batch.pos)
-
-
-def _watch(file: Path) -> LoadedFile | None:
-    """The file's identity before llama.cpp maps it (None when it cannot be opened: llama.cpp's
-    own load then says why)."""
-    try:
-        return LoadedFile(file)
-    except OSError:
-        return None
-
-
-class _Memory:
-    """Describes llama.cpp's float buffer to numpy (`__array_interface__`) without copying it."""
-
-    __slots__ = ("__array_interface__",)
-
-    def __init__(self, address: int, shape: tuple[int, ...]) -> None:
-        self.__array_interface__ = {"shape": shape, "typestr": "<f4", "data": (address, False), "version": 3}
-
-
-def float_view(pointer: ctypes._Pointer[ctypes.c_float], shape: tuple[int, ...]) -> np.ndarray:
-    """A numpy view of `shape` float32s at `pointer` (valid while llama.cpp keeps the buffer).
-    `np.ctypeslib.as_array` does the same in ~5-25 us (it builds a ctypes array type each
-    call); this in ~1.5 us, paid once per decode by the target and every draft token."""
-    address = ctypes.cast(pointer, ctypes.c_void_p).value
-    if not address:
-        raise ModelLoadError("llama.cpp returned no logits")
-    return np.asarray(_Memory(address, shape))
-
-
-def _progress_callback(report: ProgressCallback, cancelled: list[bool]) -> CFuncPtr:
-    """Wrap `report` for llama.cpp; a False from it stops the load and is noted in `cancelled`."""
-
-    def on_progress(fraction: float, _user_data: ctypes.c_void_p) -> bool:
-        if report(float(fraction)) is False:
-            cancelled.append(True)
-            return False
-        return True
-
-    return llama_cpp.llama_progress_callback(on_progress)

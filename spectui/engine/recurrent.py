@@ -35,12 +35,6 @@ Getter = Callable[[str], object | None]
 """Reads one GGUF metadata value by full key (lists stay lists); None when absent."""
 
 
-def rollback_kind(arch: str, is_recurrent_or_hybrid: bool) -> RollbackKind:
-    if not is_recurrent_or_hybrid:
-        return "kv"
-    return "snapshots" if arch in SNAPSHOT_ARCHS else "none"
-
-
 def _per_layer(value: object | None, n_layer: int, default: int) -> list[int]:
     if value is None:
         return [default] * n_layer

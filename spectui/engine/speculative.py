@@ -88,7 +88,7 @@ def speculative_step(
     if proposal.is_tree:
         # 2-4 for a token tree (tree.py): one decode of last and every node, the same rule tried
         # on each node's children in turn, the cache kept for the accepted path.
-        path, token = tree.verify(target, context[-1], proposal, cfg, rng)
+        path, token = tree.verify(target, context[-1], proposal, cfg, rng, accept_draft_token)
         laps.lap("sampling")
         return _finish(drafter, context, proposal, path, token, (t0, t1, time.perf_counter()), laps)
     # 2. The target scores [last, d_1..d_n] in ONE decode: row i is p( . | context, d_1..d_i).

@@ -34,28 +34,34 @@ argmax is the target's token. That is the longest path the target agrees with.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from spectui.engine import sampling, speculative
+from spectui.engine import sampling
 from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters.base import Proposal
 from spectui.engine.target import StepTarget
 
+AcceptRule = Callable[[float, float, float], bool]
+"""Accept a draft token d given p(d), q(d) and u ~ Uniform[0, 1): the step's rule
+(`speculative.accept_draft_token`), handed in by the step so that a chain and a tree are judged
+by one rule (and a test that swaps the rule swaps it for both)."""
+
 
 def verify(target: StepTarget, last: int, proposal: Proposal, cfg: SamplingConfig,
-           rng: np.random.Generator) -> tuple[list[int], int]:
+           rng: np.random.Generator, accept: AcceptRule) -> tuple[list[int], int]:
     """One target pass over `last` and the tree, the walk, the cache kept for the accepted path.
     Returns the accepted nodes (indices in proposal.tokens, root first) and the target's token."""
     tokens = [last, *proposal.tokens]
     rows = target.verify_tree(tokens, [-1, *(parent + 1 for parent in proposal.parents)])
-    path, extra = walk(proposal, rows, cfg, rng)
+    path, extra = walk(proposal, rows, cfg, rng, accept)
     target.keep_branch(tokens, [0, *(node + 1 for node in path)])
     return path, extra
 
 
-def walk(proposal: Proposal, rows: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator) -> tuple[list[int], int]:
+def walk(proposal: Proposal, rows: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator,
+         accept: AcceptRule) -> tuple[list[int], int]:
     """The rule above, over the target's rows (row 0: `last`; row i + 1: node i)."""
     children = children_of(proposal.parents)
     path: list[int] = []
@@ -72,7 +78,7 @@ def walk(proposal: Proposal, rows: np.ndarray, cfg: SamplingConfig, rng: np.rand
             for child in kids:
                 d = proposal.tokens[child]
                 q = proposal.dists[child] or sampling.point_mass(d)
-                if speculative.accept_draft_token(p.prob(d), q.prob(d), rng.random()):
+                if accept(p.prob(d), q.prob(d), rng.random()):
                     node = child
                     break
                 p = sampling.residual(p, q)  # the next sibling (or the last draw) faces what is left

@@ -31,15 +31,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import llama_cpp
 import numpy as np
 
+from spectui.engine.buffers import MAX_LOGIT_ROWS, DecodeListener, positions
 from spectui.errors import ContextFullError
-
-if TYPE_CHECKING:
-    from spectui.engine.model import DecodeListener
 
 
 @dataclass(frozen=True)
@@ -113,6 +111,9 @@ class TreeCache:
     """`LlamaModel`'s tree methods (a mixin: they use its context, batch and decode, as
     `TreeHost` declares)."""
 
+    _tree: TreeLayout | None
+    """The layout of the last `verify_tree`, until `keep_branch` (set by the model's constructor)."""
+
     @property
     def can_verify_trees(self: TreeHost) -> bool:
         """Whether `verify_tree` works here: an attention-only model whose context has sequences
@@ -127,8 +128,6 @@ class TreeCache:
         only. Returns (len(tokens), n_vocab) logits, a view valid until the next decode. The
         cache then holds every branch: call `keep_branch` before anything else.
         """
-        from spectui.engine.model import MAX_LOGIT_ROWS, positions
-
         layout = TreeLayout.of(parents)
         n = len(tokens)
         if not self.can_verify_trees or layout.n_seqs > self.n_seqs:

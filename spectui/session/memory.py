@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from spectui.catalog import checks
 from spectui.engine import recurrent
 from spectui.engine.archs import FEATURE_HEAD_ARCHS, MTP_ASSISTANT_ARCHS
 from spectui.limits import MAX_DRAFT
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 
 KV_BYTES_PER_VALUE = 2  # llama.cpp's default f16 K and V cache
 OVERHEAD = 1.10  # compute buffers and scratch, roughly
-DRAFT_SIZE_LIMIT = 1 / 3
 TAP_ROWS = 512  # the target's n_batch (LlamaModel.load's default): rows of each tapped layer kept
 F32 = 4
 SPLIT_PART = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<total>\d{5})\.gguf$")
@@ -158,13 +158,7 @@ def free_vram_bytes() -> int | None:
 
 def draft_size_warning(target: Footprint, draft: Footprint) -> str | None:
     """Speculation pays only when a draft pass is much cheaper than a target pass."""
-    if draft.weights_bytes <= target.weights_bytes * DRAFT_SIZE_LIMIT:
-        return None
-    ratio = draft.weights_bytes / max(target.weights_bytes, 1)
-    return (
-        f"the draft {draft.name} is {ratio:.0%} of the target's size: drafting costs too much "
-        "to pay off; pick a draft at most about a third of the target"
-    )
+    return checks.draft_size_warning(draft.name, target.weights_bytes, draft.weights_bytes)
 
 
 def ram_warning(models: list[Footprint], n_ctx: int, available: int | None) -> str | None:

@@ -177,7 +177,7 @@ def size_warnings(target: list[PulledFile], draft: list[PulledFile], drafter: st
     the two named the wrong way round, most likely); one larger than `spectui chat` and `bench`
     accept without a word gets their warning. A head or an MTP sidecar is sized like the layers
     it is, not like a model: nothing to say."""
-    from spectui.session.memory import Footprint, draft_size_warning
+    from spectui.catalog.checks import draft_size_warning
 
     if drafter != "model":
         return ()
@@ -188,7 +188,7 @@ def size_warnings(target: list[PulledFile], draft: list[PulledFile], drafter: st
             f"the draft {draft_name} ({_size(draft_bytes)}) is not smaller than the target {target_name} "
             f"({_size(target_bytes)}): drafting would cost more than it saves; a draft is a much smaller "
             "model of the same family (were --target and --draft swapped?)")
-    warning = draft_size_warning(Footprint(target_name, target_bytes, 0, 0), Footprint(draft_name, draft_bytes, 0, 0))
+    warning = draft_size_warning(draft_name, target_bytes, draft_bytes)
     return (warning,) if warning else ()
 
 

@@ -9,19 +9,21 @@ chain of registered kinds, cheapest first.
 Adding a kind: write `spectui/engine/drafters/<kind>.py` with a drafter class (see `base.Drafter`)
 and a `build(spec, ctx)` function (optionally `unavailable(spec, ctx)`, and `target_options(spec,
 target_path)` when the target must be loaded differently), then add one `DrafterKind(...)` line to
-`KINDS` below: everything about the kind (its name, label, colour in the app, max K, what it needs
+`KINDS` in `kinds.py`: everything about the kind (its name, label, colour in the app, max K, what it needs
 to load). Nothing else needs to know (docs/ARCHITECTURE.md, "Adding a drafter kind").
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import importlib
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
+from spectui.engine.drafters.kinds import KINDS
 from spectui.engine.drafters.spec import AUTO_KIND, NONE_KIND, BuildContext, DrafterKind, DrafterSpec, TargetOptions
 from spectui.errors import SpectuiError
-from spectui.limits import MAX_DRAFT, MAX_LOOKUP_DRAFT
 
 if TYPE_CHECKING:
     from spectui.engine.drafters.base import Drafter
@@ -29,30 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["AUTO_KIND", "KINDS", "NONE_KIND", "BuildContext", "DrafterKind", "DrafterSpec", "build_drafters",
            "check_spec", "colour_of", "default_kind", "legend", "offered_kinds", "target_options"]
 
-KINDS: Mapping[str, DrafterKind] = {kind.name: kind for kind in (
-    DrafterKind("model", "a draft model: a smaller GGUF with the target's tokenizer (--draft)",
-                label="draft model", colour="green", family="draft model", max_k=MAX_DRAFT,
-                needs="draft model", rank=2, module="model"),
-    DrafterKind("mtp", "MTP heads: the target's own multi-token-prediction layers, or a Gemma 4 "
-                "assistant sidecar (--draft mtp-*.gguf)",
-                label="MTP heads", colour="magenta", family="heads", max_k=MAX_DRAFT,
-                needs="nothing", rank=1, module="mtp"),
-    DrafterKind("eagle3", "an EAGLE-3 head: one layer that drafts from the target's hidden states "
-                "(--draft HEAD.gguf, arch eagle3)",
-                label="EAGLE-3 head", colour="magenta", family="heads", max_k=MAX_DRAFT,
-                needs="head", rank=1, module="eagle3"),
-    DrafterKind("dflash", "a DFlash head: drafts a whole block in one pass from the target's hidden states "
-                "(--draft HEAD.gguf, arch dflash)",
-                label="DFlash head", colour="magenta", family="heads", max_k=MAX_DRAFT,
-                needs="head", rank=1, module="dflash"),
-    DrafterKind("ngram", "prompt lookup: what followed the last few tokens earlier in the chat (free, no draft)",
-                label="n-gram lookup", colour="cyan", family="lookup", max_k=MAX_LOOKUP_DRAFT,
-                needs="nothing", rank=0, module="ngram"),
-    DrafterKind("suffix", "suffix decoding: the likeliest continuation from this chat and your past chats "
-                "(free, no draft)",
-                label="suffix lookup", colour="cyan", family="lookup", max_k=MAX_LOOKUP_DRAFT,
-                needs="nothing", rank=0, module="suffix"),
-)}
 DEFAULT_ORDER = ("mtp", "eagle3", "dflash", "model+suffix", "model", "suffix")
 """What `auto` picks, best first (from the measurements in docs/BENCHMARKS.md). MTP heads come
 first: they are part of the target, cost about one layer per token, and are only built when the
@@ -94,9 +72,9 @@ def build_drafters(spec: DrafterSpec, ctx: BuildContext) -> tuple[dict[str, Draf
         for name, kind in KINDS.items():
             if kind.needs_draft_file and spec.draft is None:
                 continue
-            reason = kind.unavailable(spec, ctx)
+            reason = _unavailable(kind, spec, ctx)
             if reason is None:
-                built[name] = kind.build(spec, ctx)
+                built[name] = _build(kind, spec, ctx)
                 ctx.cleanup.append(built[name])
             elif name in spec.members:
                 notes.append(f"{kind.summary.split(':')[0]} is off: {reason}")
@@ -114,8 +92,37 @@ def target_options(spec: DrafterSpec, target: Path) -> TargetOptions:
     for kind in KINDS.values():
         if kind.needs_draft_file and spec.draft is None:
             continue
-        options |= kind.target_options(spec, target)
+        options |= _target_options(kind, spec, target)
     return options
+
+
+def _module(kind: DrafterKind) -> ModuleType:
+    """The kind's module (in this package), imported only when a drafter is built or the target's
+    load asks, so listing kinds (`--help`) stays instant. It defines `build(spec, ctx) ->
+    Drafter` and may define `unavailable(spec, ctx) -> str | None` (why these models cannot run
+    it) and `target_options(spec, target_path) -> TargetOptions` (keyword arguments for
+    `LlamaModel.load` of the target, asked before it loads: MTP heads need `load_mtp`)."""
+    return importlib.import_module(f"spectui.engine.drafters.{kind.module}")
+
+
+def _build(kind: DrafterKind, spec: DrafterSpec, ctx: BuildContext) -> Drafter:
+    build: Callable[[DrafterSpec, BuildContext], Drafter] = _module(kind).build
+    drafter = build(spec, ctx)
+    if drafter.source != kind.name or drafter.max_k > kind.max_k:
+        drafter.close()
+        raise ValueError(f"drafter kind {kind.name!r} built a drafter with source {drafter.source!r} "
+                         f"and max_k {drafter.max_k}: its kind says {kind.name!r}, at most {kind.max_k}")
+    return drafter
+
+
+def _unavailable(kind: DrafterKind, spec: DrafterSpec, ctx: BuildContext) -> str | None:
+    check: Callable[[DrafterSpec, BuildContext], str | None] | None = getattr(_module(kind), "unavailable", None)
+    return check(spec, ctx) if check is not None else None
+
+
+def _target_options(kind: DrafterKind, spec: DrafterSpec, target: Path) -> TargetOptions:
+    hook: Callable[[DrafterSpec, Path], TargetOptions] | None = getattr(_module(kind), "target_options", None)
+    return hook(spec, target) if hook is not None else {}
 
 
 def default_kind(available: Iterable[str]) -> str:

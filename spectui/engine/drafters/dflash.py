@@ -40,10 +40,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters import KINDS
 from spectui.engine.drafters.base import Budget, Proposal
 from spectui.engine.drafters.feature_head import FeatureHeadContext, load_head, not_this_head
 from spectui.engine.drafters.follower import TargetFollower
+from spectui.engine.drafters.kinds import KINDS
 from spectui.engine.drafters.model import choose
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
 from spectui.engine.drafters.taps import FeatureTaps

@@ -23,8 +23,9 @@ import llama_cpp
 import numpy as np
 
 from spectui.engine import hostcost
+from spectui.engine.buffers import float_view
 from spectui.engine.drafters.mtp_context import head_context_params
-from spectui.engine.model import LlamaModel, float_view
+from spectui.engine.model import LlamaModel
 from spectui.errors import ModelLoadError
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ import numpy as np
 
 from spectui.engine import sampling
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters import KINDS
 from spectui.engine.drafters.base import Budget, Feedback, Proposal
+from spectui.engine.drafters.kinds import KINDS
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
 from spectui.engine.draftplan import Candidate, Planner
 from spectui.engine.model import LlamaModel

@@ -46,9 +46,9 @@ import numpy as np
 
 from spectui.engine.archs import MTP_ASSISTANT_ARCHS, MTP_HEAD_ARCHS
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters import KINDS
 from spectui.engine.drafters.base import Budget, Proposal
 from spectui.engine.drafters.follower import TargetFollower
+from spectui.engine.drafters.kinds import KINDS
 from spectui.engine.drafters.model import choose
 from spectui.engine.drafters.mtp_context import HeadContext, HiddenRows, missing_support
 from spectui.engine.drafters.spec import AUTO_KIND, BuildContext, DrafterSpec, TargetOptions

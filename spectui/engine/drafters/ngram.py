@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from spectui.engine.drafters import KINDS
+from spectui.engine.drafters.kinds import KINDS
 from spectui.engine.drafters.lookup_base import Candidate, LookupDrafter
 from spectui.engine.drafters.lookup_gate import MIN_TOKEN_PROB
 from spectui.engine.drafters.ngram_lookup import PromptLookup

@@ -1,18 +1,18 @@
 """What a run asks of its drafter (`DrafterSpec`), and how a drafter kind says what it needs and how
-it is built (`DrafterKind`). Kind modules import this; the registry in `__init__` lists them."""
+it is built (`DrafterKind`). Kind modules import this; `kinds.py` lists them, and the registry in
+`__init__` imports their modules."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Literal, TypedDict
 
 if TYPE_CHECKING:
     from spectui.engine.drafters.base import Drafter
-    from spectui.engine.model import LlamaModel, ProgressCallback
+    from spectui.engine.loading import ProgressCallback
+    from spectui.engine.model import LlamaModel
 
 AUTO_KIND = "auto"
 """Let spectui pick: the first of `DEFAULT_ORDER` that the loaded models can run."""
@@ -70,14 +70,8 @@ head (a GGUF that drafts from the target's hidden states); both given as `--draf
 @dataclass(frozen=True)
 class DrafterKind:
     """A registered kind: everything about it in one place (the line in `KINDS`), and the module
-    that builds it.
-
-    The module (in this package) defines `build(spec, ctx) -> Drafter` and may define
-    `unavailable(spec, ctx) -> str | None` (why these models cannot run it) and
-    `target_options(spec, target_path) -> TargetOptions` (keyword arguments for `LlamaModel.load` of the
-    target, asked before it loads: MTP heads need `load_mtp`). It is imported only when a
-    drafter is built, so listing kinds (`--help`) stays instant.
-    """
+    that builds it, which the registry imports when it builds one (`spectui.engine.drafters`:
+    the hooks that module defines)."""
 
     name: str
     """What `--drafter`, the stats and K = auto call it: its drafters' `source`."""
@@ -103,27 +97,6 @@ class DrafterKind:
     @property
     def needs_draft_file(self) -> bool:
         return self.needs != "nothing"
-
-    def _module(self) -> ModuleType:
-        return importlib.import_module(f"spectui.engine.drafters.{self.module}")
-
-    def build(self, spec: DrafterSpec, ctx: BuildContext) -> Drafter:
-        build: Callable[[DrafterSpec, BuildContext], Drafter] = self._module().build
-        drafter = build(spec, ctx)
-        if drafter.source != self.name or drafter.max_k > self.max_k:
-            drafter.close()
-            raise ValueError(f"drafter kind {self.name!r} built a drafter with source {drafter.source!r} "
-                             f"and max_k {drafter.max_k}: its kind says {self.name!r}, at most {self.max_k}")
-        return drafter
-
-    def unavailable(self, spec: DrafterSpec, ctx: BuildContext) -> str | None:
-        check: Callable[[DrafterSpec, BuildContext], str | None] | None = getattr(
-            self._module(), "unavailable", None)
-        return check(spec, ctx) if check is not None else None
-
-    def target_options(self, spec: DrafterSpec, target: Path) -> TargetOptions:
-        hook: Callable[[DrafterSpec, Path], TargetOptions] | None = getattr(self._module(), "target_options", None)
-        return hook(spec, target) if hook is not None else {}
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 
-from spectui.engine.drafters import KINDS
 from spectui.engine.drafters.base import Feedback
+from spectui.engine.drafters.kinds import KINDS
 from spectui.engine.drafters.lookup_base import Candidate, LookupDrafter
 from spectui.engine.drafters.lookup_gate import MIN_TOKEN_PROB
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec

@@ -1,7 +1,7 @@
 """The target on other machines, through llama.cpp's own RPC backend (ggml/include/ggml-rpc.h).
 
-llama-cpp-python binds only `llama_supports_rpc`; the rest is called here through ctypes:
-`ggml_backend_rpc_add_server(endpoint)` connects and returns a registry with one device per
+llama-cpp-python binds only `llama_supports_rpc`; the rest is called through ctypes, bound in
+`spectui.engine.backend`: `ggml_backend_rpc_add_server(endpoint)` connects and returns a registry with one device per
 device the worker serves, and `ggml_backend_rpc_start_server(...)` serves (blocking; `spectui
 worker`). The devices are never registered globally: they go into the *target's*
 `llama_model_params.devices` only (src/llama.cpp:158-185), so the draft, loaded with the default
@@ -15,92 +15,22 @@ in-process `Relay` that counts round trips and survives a worker that dies (see 
 from __future__ import annotations
 
 import ctypes
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from spectui.engine import backend
+from spectui.engine.backend import DEV_TYPE_ACCEL, DEV_TYPE_CPU, RpcCalls, local_gpu_devices, rpc_available, rpc_calls
 from spectui.engine.rpc.relay import Relay, Traffic
 from spectui.engine.rpc.wire import Endpoint, WorkerInfo, parse_endpoints, probe
 from spectui.errors import RpcError, WorkerLostError
 
 if TYPE_CHECKING:
-    from _ctypes import CFuncPtr, _CDataType
-
     from llama_cpp import llama_model_params
 
-DEV_TYPE_CPU, DEV_TYPE_GPU, DEV_TYPE_IGPU, DEV_TYPE_ACCEL = 0, 1, 2, 3  # ggml-backend.h:134-145
-
-
-class _Devices:
-    """ggml's device functions (libggml-base, libggml), there in every build."""
-
-    def __init__(self, base: ctypes.CDLL, core: ctypes.CDLL) -> None:
-        p, s, c = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
-        self.reg_dev_count = _fn(base.ggml_backend_reg_dev_count, s, [p])
-        self.reg_dev_get = _fn(base.ggml_backend_reg_dev_get, p, [p, s])
-        self.dev_name = _fn(base.ggml_backend_dev_name, c, [p])
-        self.dev_description = _fn(base.ggml_backend_dev_description, c, [p])
-        self.dev_type = _fn(base.ggml_backend_dev_type, ctypes.c_int, [p])
-        self.dev_memory = _fn(base.ggml_backend_dev_memory, None, [p, ctypes.POINTER(s), ctypes.POINTER(s)])
-        self.dev_count = _fn(core.ggml_backend_dev_count, s, [])
-        self.dev_get = _fn(core.ggml_backend_dev_get, p, [s])
-
-
-class _Ggml(_Devices):
-    """The device functions and ggml-rpc.h's, with their C signatures."""
-
-    def __init__(self, rpc: ctypes.CDLL, base: ctypes.CDLL, core: ctypes.CDLL) -> None:
-        super().__init__(base, core)
-        p, s, c = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
-        self.add_server = _fn(rpc.ggml_backend_rpc_add_server, p, [c])
-        self.start_server = _fn(rpc.ggml_backend_rpc_start_server, None, [c, c, s, s, ctypes.POINTER(p)])
-
-
-def _fn(fn: CFuncPtr, restype: type[_CDataType] | None, argtypes: list[type[_CDataType]]) -> CFuncPtr:
-    fn.restype = restype
-    fn.argtypes = argtypes
-    return fn
-
-
-def _load(*names: str) -> list[ctypes.CDLL] | None:
-    """Libraries beside llama-cpp-python's libllama; None when one is not there."""
-    import llama_cpp
-    from llama_cpp._ctypes_extensions import load_shared_library
-
-    lib_dir = Path(llama_cpp.__file__).parent / "lib"
-    try:
-        return [load_shared_library(name, lib_dir) for name in names]
-    except (OSError, RuntimeError):
-        return None
-
-
-@functools.cache
-def _devices() -> _Devices | None:
-    libs = _load("ggml-base", "ggml")
-    return _Devices(*libs) if libs else None
-
-
-@functools.cache
-def _ggml() -> _Ggml | None:
-    libs = _load("ggml-rpc", "ggml-base", "ggml")
-    try:
-        return _Ggml(*libs) if libs else None
-    except AttributeError:  # a libggml-rpc without the functions spectui calls
-        return None
-
-
-def rpc_available() -> bool:
-    """True when the installed llama-cpp-python was built with llama.cpp's RPC backend."""
-    import llama_cpp
-
-    return bool(llama_cpp.llama_supports_rpc()) and _ggml() is not None
-
-
-def require_rpc() -> _Ggml:
-    ggml = _ggml()
-    if ggml is None or not rpc_available():
+def require_rpc() -> RpcCalls:
+    calls = rpc_calls()
+    if calls is None or not rpc_available():
         from spectui.engine.build_info import current_flags, read_build_info, reinstall_command
 
         command = reinstall_command(current_flags(read_build_info()))
@@ -108,7 +38,7 @@ def require_rpc() -> _Ggml:
             f"this llama-cpp-python was built without llama.cpp's RPC backend; rebuild it with {command} "
             "(--no-cache-dir: pip's wheel cache ignores CMAKE_ARGS)"
         )
-    return ggml
+    return calls
 
 
 @dataclass(frozen=True)
@@ -159,14 +89,14 @@ class RpcCluster:
     def layer_plan(self, n_layer: int) -> list[tuple[str, int]]:
         """(device name, repeating layers) as llama.cpp places a fully offloaded model: by
         --tensor-split, else by free memory as reported at connect time; local GPUs last."""
-        ggml = _devices()
+        functions = backend.ggml()
         names = [d.name for d in self.devices]
         weights = [float(d.free_bytes) for d in self.devices]
-        for pointer in local_gpu_devices():  # none without ggml's library (ggml None)
-            assert ggml is not None
+        for pointer in local_gpu_devices():  # none without ggml's library (functions None)
+            assert functions is not None
             free, total = ctypes.c_size_t(), ctypes.c_size_t()
-            ggml.dev_memory(pointer, ctypes.byref(free), ctypes.byref(total))
-            names.append(ggml.dev_name(pointer).decode())
+            functions.dev_memory(pointer, ctypes.byref(free), ctypes.byref(total))
+            names.append(functions.dev_name(pointer).decode())
             weights.append(float(free.value))
         if self.tensor_split:
             weights = [*self.tensor_split, *[0.0] * (len(names) - len(self.tensor_split))]
@@ -236,7 +166,7 @@ def connect(
     return RpcCluster(relays, devices, tensor_split)
 
 
-def _register(ggml: _Ggml, relay: Relay, info: WorkerInfo) -> list[tuple[int, RpcDevice]]:
+def _register(ggml: RpcCalls, relay: Relay, info: WorkerInfo) -> list[tuple[int, RpcDevice]]:
     reg = ggml.add_server(str(relay.address).encode())
     if not reg or relay.lost:
         raise RpcError(f"{relay.lost or f'worker {info.endpoint} lists no device'}; restart it and try again")
@@ -248,19 +178,6 @@ def _register(ggml: _Ggml, relay: Relay, info: WorkerInfo) -> list[tuple[int, Rp
                            memory.free_bytes if memory else 0, memory.total_bytes if memory else 0)
         found.append((pointer, device))
     return found
-
-
-def local_gpu_devices() -> list[int]:
-    """This machine's GPUs as llama.cpp would pick them by default (src/llama.cpp:222-285).
-
-    Unlike `llama_supports_gpu_offload`, which is also true for a CPU-only build with RPC
-    (src/llama.cpp:102-109), this lists real local devices only."""
-    ggml = _devices()
-    if ggml is None:
-        return []
-    found = [ggml.dev_get(i) for i in range(ggml.dev_count())]
-    gpus = [d for d in found if ggml.dev_type(d) == DEV_TYPE_GPU]
-    return gpus or [d for d in found if ggml.dev_type(d) == DEV_TYPE_IGPU]
 
 
 def assign_layers(n_layer: int, weights: Sequence[float]) -> list[int]:
