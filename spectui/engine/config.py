@@ -141,6 +141,9 @@ class GenerationConfig:
     baseline_probe: int = 0
     """Decode this many tokens after the first with speculation off, timed apart: a baseline
     measured under this moment's conditions, at no extra cost (the reply is the same)."""
+    shown_tokens: frozenset[int] = frozenset()
+    """Control tokens written into the reply's text as their text (llama.cpp otherwise renders a
+    control token as nothing): a tool call's markers, as llama-server's `preserved_tokens`."""
 
 
 class DraftControl:

@@ -281,7 +281,8 @@ class _Reply:
                 return pieces, "eos", i
             self.tokens.append(token)
             origin = source if i < drafted else TARGET
-            pieces.extend(self.stream.feed(self.target.token_bytes(token), origin))
+            shown = token in self.config.shown_tokens
+            pieces.extend(self.stream.feed(self.target.token_bytes(token, special=shown), origin))
             if self.stream.stopped:
                 return pieces, "stop", i + 1
             if len(self.tokens) >= self.config.max_tokens:
