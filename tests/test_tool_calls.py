@@ -143,8 +143,8 @@ def stream(family: str, pieces: list[str], types: dict[str, dict[str, str]] | No
 
 
 def test_a_streamed_call_is_held_back_then_sent_as_openai_deltas() -> None:
-    pieces = ["Let me", " check. <tool", "_call>\n{\"name\": \"get_weather\", ", "\"arguments\": {\"city\": \"Paris\"}}",
-              "\n</tool_call>"]
+    pieces = ["Let me", " check. <tool", "_call>\n{\"name\": \"get_weather\", ",
+              "\"arguments\": {\"city\": \"Paris\"}}", "\n</tool_call>"]
     steps = list(stream("hermes", pieces))
     assert [s[0] for s in steps] == ["Let me", " check. ", "", "", "", ""]  # "<tool" was held back
     deltas = [d for _text, new in steps for d in new]

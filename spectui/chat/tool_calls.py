@@ -28,6 +28,7 @@ the server refuses `tools` naming the template. Markers that are control tokens 
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import re
 from dataclasses import dataclass
@@ -143,10 +144,11 @@ def tool_syntax(template: str | None) -> ToolSyntax | None:
 def _arguments(value: object) -> str:
     """Arguments as JSON text (a model may write them as an object or as a JSON string)."""
     if isinstance(value, str):
+        text = value
         try:
-            value = json.loads(value)
+            value = json.loads(text)
         except json.JSONDecodeError:
-            raise ToolCallError(f"the arguments are not JSON: {value[:80]!r}") from None
+            raise ToolCallError(f"the arguments are not JSON: {text[:80]!r}") from None
     if value is None:
         value = {}
     if not isinstance(value, dict):
@@ -176,29 +178,29 @@ def _xml_call(body: str, types: ParamTypes) -> ToolCall:
     for param, raw in re.findall(r"<parameter=([^>\s]+)>\n?(.*?)\n?</parameter>", rest, re.S):
         args[param] = raw
         if kinds.get(param, "string") != "string":
-            try:
+            with contextlib.suppress(json.JSONDecodeError):
                 args[param] = json.loads(raw)
-            except json.JSONDecodeError:
-                pass
     return ToolCall(name, json.dumps(args, ensure_ascii=False))
 
 
 def _tagged(text: str, final: bool, opening: str, closing: str,
             read: object) -> Parsed:
     """Calls between `opening` and `closing`; the text outside them is the content."""
-    content, calls, position = [], [], 0
+    content: list[str] = []
+    calls: list[object] = []
+    position = 0
     while True:
         start = text.find(opening, position)
         if start < 0:
             content.append(text[position:])
-            return Parsed("".join(content).strip(), tuple(calls))
+            return Parsed("".join(content).strip(), tuple(calls))  # type: ignore[arg-type]
         content.append(text[position:start])
         end = text.find(closing, start + len(opening))
         if end < 0:
             if not final:
-                return Parsed("".join(content).strip(), tuple(calls), open=True)
+                return Parsed("".join(content).strip(), tuple(calls), open=True)  # type: ignore[arg-type]
             calls.append(read(text[start + len(opening):]))  # type: ignore[operator]
-            return Parsed("".join(content).strip(), tuple(calls))
+            return Parsed("".join(content).strip(), tuple(calls))  # type: ignore[arg-type]
         calls.append(read(text[start + len(opening):end]))  # type: ignore[operator]
         position = end + len(closing)
 
@@ -215,7 +217,8 @@ def parse_llama3(text: str, final: bool, types: ParamTypes) -> Parsed:
     body = text.strip().removeprefix(PYTHON_TAG).strip()
     if not body.startswith("{"):
         return Parsed(text.strip(), ())
-    decoder, calls, position = json.JSONDecoder(), [], 0
+    decoder, position = json.JSONDecoder(), 0
+    calls: list[ToolCall] = []
     while position < len(body):
         try:
             data, end = decoder.raw_decode(body, position)
@@ -315,7 +318,7 @@ def parse_lfm2(text: str, final: bool, types: ParamTypes) -> Parsed:
 
 def parse_harmony(text: str, final: bool, types: ParamTypes) -> Parsed:
     """`to=functions.NAME ... <|message|>ARGS` up to the next header or the end."""
-    calls = []
+    calls: list[ToolCall] = []
     for match in re.finditer(r"to=functions\.([^\s<]+)[^\n]*?<\|message\|>", text):
         rest = text[match.end():]
         ends = [i for i in (rest.find(e) for e in HARMONY_ENDS) if i >= 0]
@@ -331,7 +334,7 @@ def parse_harmony(text: str, final: bool, types: ParamTypes) -> Parsed:
 
 
 PARSERS = {"hermes": parse_hermes, "qwen-xml": parse_hermes, "llama3": parse_llama3, "mistral": parse_mistral,
-           "mistral-list": parse_mistral,            "gemma4": parse_gemma4, "lfm2": parse_lfm2, "harmony": parse_harmony}
+           "mistral-list": parse_mistral, "gemma4": parse_gemma4, "lfm2": parse_lfm2, "harmony": parse_harmony}
 SYNTAXES = {
     "hermes": ToolSyntax("hermes", (HERMES_OPEN,)),
     "qwen-xml": ToolSyntax("qwen-xml", (HERMES_OPEN,), xml_arguments=True),

@@ -171,16 +171,16 @@ async def reply(request: Request, kind: type[ChatRequest] | type[CompletionReque
     body = parse(kind, await read_json(request, state.max_body))
     check_model(body.model, state)
     tool_plan = None
-    if isinstance(body, ChatRequest):
-        chat_format = state.slot.session.chat_format
+    build = partial(reply_request, body, defaults=state.defaults)
+    chat_format = state.slot.session.chat_format
+    if isinstance(body, ChatRequest) and chat_format is not None:
         try:
             tool_plan = tools.plan(body, chat_format, state.model_id)
         except RequestError as error:
             raise HttpError(400, str(error)) from None
-    build = partial(reply_request, body, defaults=state.defaults)
-    if tool_plan is not None:
-        build = partial(tools.reply_request, body, defaults=state.defaults, tool_plan=tool_plan,
-                        chat_format=chat_format)
+        if tool_plan is not None:
+            build = partial(tools.reply_request, body, defaults=state.defaults, tool_plan=tool_plan,
+                            chat_format=chat_format)
     try:
         job = state.slot.submit(build)
     except Busy as error:
@@ -195,8 +195,8 @@ async def reply(request: Request, kind: type[ChatRequest] | type[CompletionReque
         if body.stream:
             watcher.cancel()  # the streaming response listens for the disconnect itself
             include_usage = body.stream_options is not None and body.stream_options.include_usage
-            chunks = (stream_chat(job, completion, include_usage, tool_plan, body.logprobs) if isinstance(body, ChatRequest)
-                      else stream_text(job, completion, include_usage))
+            chunks = (stream_chat(job, completion, include_usage, tool_plan, body.logprobs)
+                      if isinstance(body, ChatRequest) else stream_text(job, completion, include_usage))
             return StreamingResponse(chunks, media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         done, pieces, entries = await collect(job)

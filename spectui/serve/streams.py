@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from spectui.chat.tool_calls import ToolCall
 from spectui.serve import responses, tools
 from spectui.serve.responses import HttpError, failure
 from spectui.serve.slot import Failed, Job
@@ -125,7 +126,7 @@ class ChatChunks:
         self.entries: list[LogprobEntry] = []
         self.sent = 0
         """Bytes of the tokens whose log-probabilities were sent."""
-        self.calls: list[tools.ToolCall] = []
+        self.calls: list[ToolCall] = []
         self.tools: dict[str, tools.ToolStream] = {}
         if tool_plan is not None:
             self.tools["answer"] = tools.ToolStream(tool_plan, self.calls)

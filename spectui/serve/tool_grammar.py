@@ -19,8 +19,15 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from spectui.chat.tool_calls import (GEMMA_CLOSE, GEMMA_OPEN, GEMMA_QUOTE, HERMES_CLOSE, HERMES_OPEN,
-                                     MISTRAL_OPEN, ToolSyntax)
+from spectui.chat.tool_calls import (
+    GEMMA_CLOSE,
+    GEMMA_OPEN,
+    GEMMA_QUOTE,
+    HERMES_CLOSE,
+    HERMES_OPEN,
+    MISTRAL_OPEN,
+    ToolSyntax,
+)
 
 Thinking = Literal["none", "optional", "open"]
 """How a reply may begin: no thinking block, an optional `<think>...</think>` first, or inside one
@@ -62,10 +69,11 @@ def call_grammar(syntax: ToolSyntax, functions: list[Function], parallel: bool,
     for a family spectui reads but does not constrain."""
     if syntax.name not in CONSTRAINED or not functions:
         return None
-    from llama_cpp.llama_grammar import SchemaConverter
+    from llama_cpp import llama_grammar
 
+    converter_class: Any = llama_grammar.SchemaConverter  # (untyped)
     order = {"name": 0, "arguments": 1, "parameters": 1}
-    converter = SchemaConverter(prop_order=order, allow_fetch=False, dotall=False, raw_pattern=False)
+    converter = converter_class(prop_order=order, allow_fetch=False, dotall=False, raw_pattern=False)
     rules: dict[str, str] = {}
     alternatives = []
     for i, function in enumerate(functions):

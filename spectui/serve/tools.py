@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from spectui import limits
 from spectui.chat.reasoning import THINK_TAGS
-from spectui.chat.tool_calls import ParamTypes, Parsed, ToolCall, ToolCallError, ToolSyntax, call_text, tool_syntax
 from spectui.chat.template import PromptStyle
+from spectui.chat.tool_calls import ParamTypes, Parsed, ToolCall, ToolCallError, ToolSyntax, call_text, tool_syntax
 from spectui.serve import convert
 from spectui.serve.convert import Defaults, RequestError
 from spectui.serve.tool_grammar import Function, Thinking, call_grammar
@@ -137,7 +137,7 @@ def grammar(tool_plan: ToolPlan, chat_format: ChatFormat, messages: list[ChatMes
     if not tool_plan.required:
         return None
     thinking: Thinking = "none"
-    if chat_format.markers == THINK_TAGS and style.thinking:
+    if chat_format.markers == THINK_TAGS and THINK_TAGS.open_tag in (chat_format.template or "") and style.thinking:
         thinking = "open" if chat_format.opens_reasoning(messages, style) else "optional"
     try:
         return call_grammar(tool_plan.syntax, list(tool_plan.functions), tool_plan.parallel, thinking)
@@ -190,7 +190,12 @@ def read(tool_plan: ToolPlan, done: ReplyDone) -> Parsed:
     try:
         parsed = tool_plan.syntax.parse(text, True, tool_plan.types)
     except ToolCallError:
-        return Parsed(done.text, ())
+        try:  # a reply cut inside a later call (max_tokens) keeps the calls it closed
+            parsed = tool_plan.syntax.parse(text, False, tool_plan.types)
+        except ToolCallError:
+            parsed = Parsed(done.text, ())
+        if not parsed.calls:
+            return Parsed(done.text, ())
     if tool_plan.syntax.reads_raw:
         parsed = Parsed(done.text if not parsed.calls else "", parsed.calls)
     return Parsed(parsed.content, tuple(replace(c, id=c.id or tool_plan.new_id()) for c in parsed.calls))
