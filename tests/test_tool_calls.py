@@ -143,15 +143,19 @@ def stream(family: str, pieces: list[str], types: dict[str, dict[str, str]] | No
 
 
 def test_a_streamed_call_is_held_back_then_sent_as_openai_deltas() -> None:
-    pieces = ["Let me", " check. <tool", "_call>\n{\"name\": \"get_weather\", ",
-              "\"arguments\": {\"city\": \"Paris\"}}", "\n</tool_call>"]
+    pieces = ["Let me", " check. <tool", "_call>\n{\"name\": \"get_weather\", ", "\"arguments\": {\"city\": ",
+              "\"Par", "is\"}}", "\n</tool_call>", "\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}"]
     steps = list(stream("hermes", pieces))
-    assert [s[0] for s in steps] == ["Let me", " check. ", "", "", "", ""]  # "<tool" was held back
+    assert [s[0] for s in steps] == ["Let me", " check. ", "", "", "", "", "", "", ""]  # "<tool" was held back
     deltas = [d for _text, new in steps for d in new]
     assert deltas[0]["index"] == 0 and deltas[0]["type"] == "function" and deltas[0]["id"].startswith("call_")
-    assert deltas[0]["function"] == {"name": "get_weather", "arguments": ""}
-    assert "id" not in deltas[1] and json.loads(deltas[1]["function"]["arguments"]) == {"city": "Paris"}
-    assert len(deltas) == 2 and steps[4][1]  # sent as soon as </tool_call> closed it
+    assert deltas[0]["function"] == {"name": "get_weather", "arguments": ""} and not steps[2][1]
+    first = [d["function"]["arguments"] for d in deltas[1:] if d["index"] == 0]
+    assert all("id" not in d and "name" not in d["function"] for d in deltas[1:] if d["index"] == 0)
+    assert first == ['{"city": ', '"Par', 'is"}']  # the arguments as the model wrote them
+    second = [d for d in deltas if d["index"] == 1]  # the next call, closed by the end of the reply
+    assert second[0]["function"]["name"] == "get_weather" and second[0]["id"] != deltas[0]["id"]
+    assert "".join(d["function"]["arguments"] for d in second) == "{}"
 
 
 def test_text_that_only_looked_like_a_call_is_sent_as_content() -> None:

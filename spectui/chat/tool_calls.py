@@ -347,6 +347,56 @@ SYNTAXES = {
 }
 
 
+def raw_arguments(syntax: ToolSyntax, text: str, n: int) -> tuple[str, str] | None:
+    """The `n`th call's name and its arguments as written so far (a prefix of what the call will
+    hold, so a stream can send them as they come), for the families whose arguments are a JSON
+    object; None while its name is not written yet, or for other families."""
+    if syntax.name in ("hermes", "mistral"):
+        opening, closing = (HERMES_OPEN, HERMES_CLOSE) if syntax.name == "hermes" else (MISTRAL_OPEN, MISTRAL_OPEN)
+        parts = text.split(opening)
+        if len(parts) < n + 2:
+            return None
+        body = parts[n + 1].split(closing)[0]
+    elif syntax.name == "llama3" and n == 0:
+        body = text.strip().removeprefix(PYTHON_TAG)
+    else:
+        return None
+    if syntax.name == "mistral":
+        name, sep, args = body.partition("[ARGS]")
+        name = name.partition("[CALL_ID]")[0].strip()
+        if not sep or not name:
+            return None
+    else:
+        named = re.search(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"', body)
+        keyed = re.search(r'"(?:arguments|parameters)"\s*:\s*', body)
+        if named is None or keyed is None or keyed.start() < named.end():
+            return None
+        name, args = json.loads(f'"{named.group(1)}"'), body[keyed.end():]
+    return (name, _object_prefix(args)) if args.startswith("{") else None
+
+
+def _object_prefix(text: str) -> str:
+    """`text` up to the end of the JSON object it starts with (all of it while still open)."""
+    depth, quoted, escaped = 0, False, False
+    for i, char in enumerate(text):
+        if quoted:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                quoted = False
+        elif char == '"':
+            quoted = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                return text[:i + 1]
+    return text
+
+
 def call_text(syntax: ToolSyntax, call: ToolCall) -> str:
     """A call written in `syntax`, for a template that does not render `tool_calls` itself (it
     gets the call back in the assistant message's content, as the model wrote it)."""

@@ -28,7 +28,16 @@ from typing import TYPE_CHECKING, Any
 from spectui import limits
 from spectui.chat.reasoning import THINK_TAGS
 from spectui.chat.template import PromptStyle
-from spectui.chat.tool_calls import ParamTypes, Parsed, ToolCall, ToolCallError, ToolSyntax, call_text, tool_syntax
+from spectui.chat.tool_calls import (
+    ParamTypes,
+    Parsed,
+    ToolCall,
+    ToolCallError,
+    ToolSyntax,
+    call_text,
+    raw_arguments,
+    tool_syntax,
+)
 from spectui.serve import convert
 from spectui.serve.convert import Defaults, RequestError
 from spectui.serve.tool_grammar import Function, Thinking, call_grammar
@@ -206,8 +215,10 @@ def openai_calls(calls: tuple[ToolCall, ...]) -> list[dict[str, Any]]:
 
 
 class ToolStream:
-    """A streamed reply's text split into content (sent as it comes) and calls (sent once each
-    is closed): text that may be the start of a call is held back until it is or is not one."""
+    """A streamed reply's text split into content (sent as it comes) and calls: text that may be
+    the start of a call is held back until it is or is not one; a call goes out as its name once
+    written, then its arguments as they are written (JSON families; others once the call is
+    closed), as OpenAI streams them."""
 
     def __init__(self, tool_plan: ToolPlan, sent_calls: list[ToolCall] | None = None) -> None:
         self.plan = tool_plan
@@ -219,7 +230,11 @@ class ToolStream:
         self.calls = sent_calls if sent_calls is not None else []
         """Calls already sent (shared by a reply's answer and thinking streams)."""
         self.emitted = 0
-        """Calls this stream sent."""
+        """Calls this stream read whole (closed)."""
+        self.writing: int | None = None
+        """The index of the call whose arguments go out as the model writes them (JSON families)."""
+        self.written = 0
+        """Characters of its arguments sent."""
         self.failed = False
 
     def feed(self, piece: str) -> tuple[str, list[dict[str, Any]]]:
@@ -240,7 +255,7 @@ class ToolStream:
     def finish(self) -> tuple[str, list[dict[str, Any]]]:
         """What is left at the end: the calls not sent yet, or the held text as content."""
         deltas = self._calls(final=True) if self.start is not None else []
-        if self.start is None or not self.emitted:
+        if self.start is None or not (self.emitted or self.writing is not None):
             content, self.sent = self.text[self.sent:], len(self.text)
             return content, deltas
         return "", deltas
@@ -253,13 +268,37 @@ class ToolStream:
         except ToolCallError:
             self.failed = True
             return []
-        deltas = []
+        deltas: list[dict[str, Any]] = []
         for call in parsed.calls[self.emitted:]:
+            if self.writing is None:  # a call read whole: its name, then its arguments
+                call = replace(call, id=call.id or self.plan.new_id())
+                deltas.append(self._opened(call))
+                deltas.append(_arguments_delta(len(self.calls) - 1, call.arguments))
+            else:  # a call whose arguments went out as written: the rest of them
+                raw = raw_arguments(self.plan.syntax, self.text[self.start:], self.emitted)
+                rest = raw[1][self.written:] if raw is not None else ""
+                if rest:
+                    deltas.append(_arguments_delta(self.writing, rest))
+                self.calls[self.writing] = replace(call, id=self.calls[self.writing].id)
+                self.writing, self.written = None, 0
             self.emitted += 1
-            call = replace(call, id=call.id or self.plan.new_id())
-            index = len(self.calls)
-            self.calls.append(call)
-            deltas.append({"index": index, "id": call.id, "type": "function",
-                           "function": {"name": call.name, "arguments": ""}})
-            deltas.append({"index": index, "function": {"arguments": call.arguments}})
+        if parsed.open and not final:  # a call being written: its name once known, then its arguments
+            raw = raw_arguments(self.plan.syntax, self.text[self.start:], self.emitted)
+            if raw is not None:
+                if self.writing is None:
+                    deltas.append(self._opened(ToolCall(raw[0], "", self.plan.new_id())))
+                    self.writing = len(self.calls) - 1
+                if len(raw[1]) > self.written:
+                    deltas.append(_arguments_delta(self.writing, raw[1][self.written:]))
+                    self.written = len(raw[1])
         return deltas
+
+    def _opened(self, call: ToolCall) -> dict[str, Any]:
+        """The first delta of a call: its index, id, type and name."""
+        self.calls.append(call)
+        return {"index": len(self.calls) - 1, "id": call.id, "type": "function",
+                "function": {"name": call.name, "arguments": ""}}
+
+
+def _arguments_delta(index: int, arguments: str) -> dict[str, Any]:
+    return {"index": index, "function": {"arguments": arguments}}

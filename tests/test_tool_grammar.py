@@ -1,0 +1,97 @@
+"""The grammars that make a required reply a call, in each family's syntax: llama.cpp's grammar
+sampler (over a real vocabulary, the tiny model's) takes a call the family's parser reads, token
+by token, and refuses text that is not a call or names another function."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from spectui.chat.tool_calls import SYNTAXES
+from spectui.serve.tool_grammar import CONSTRAINED, Function, call_grammar
+
+PARAMS = {"type": "object", "required": ["city"],
+          "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}
+FUNCTIONS = [Function("get_weather", PARAMS), Function("get_time", {"type": "object", "properties": {}})]
+CALLS = {
+    "hermes": '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}\n</tool_call>',
+    "qwen-xml": "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+    "llama3": '{"name": "get_weather", "parameters": {"city": "Paris", "days": 3}}',
+    "mistral": '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris", "days": 3}',
+    "mistral-list": '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]',
+    "gemma4": '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:3}<tool_call|>',
+}
+
+
+@pytest.fixture(scope="module")
+def vocab(tiny_pair):  # type: ignore[no-untyped-def]
+    from spectui.engine.model import LlamaModel
+
+    model = LlamaModel.load(tiny_pair.target, vocab_only=True)
+    yield model
+    model.close()
+
+
+def accepts(model, gbnf: str, text: str) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the grammar lets `text` through, token by token, and then allows the end."""
+    from spectui.engine.grammar import Grammar
+
+    grammar = Grammar.compile(model, gbnf)
+    try:
+        for token in model.tokenize(text, add_special=False, parse_special=False):
+            if not grammar.allowed(np.array([token]))[0]:
+                return False
+            grammar.accept(token)
+        return bool(grammar.allowed(np.array([model.eos_id]))[0])
+    finally:
+        grammar.close()
+
+
+def test_every_constrained_family_has_a_literal_call() -> None:
+    assert set(CALLS) == set(CONSTRAINED)
+
+
+@pytest.mark.parametrize("family", sorted(CALLS))
+def test_the_grammar_takes_a_call_the_parser_reads(vocab, family) -> None:
+    gbnf = call_grammar(SYNTAXES[family], FUNCTIONS, parallel=False)
+    assert gbnf is not None
+    assert accepts(vocab, gbnf, CALLS[family])
+    [call] = SYNTAXES[family].parse(CALLS[family], True, {"get_weather": {"city": "string", "days": "integer"}}).calls
+    assert call.name == "get_weather" and json.loads(call.arguments) == {"city": "Paris", "days": 3}
+
+
+@pytest.mark.parametrize("family", sorted(CALLS))
+def test_the_grammar_refuses_plain_text_and_unknown_functions(vocab, family) -> None:
+    gbnf = call_grammar(SYNTAXES[family], FUNCTIONS, parallel=False)
+    assert gbnf is not None
+    assert not accepts(vocab, gbnf, "The weather is fine.")
+    assert not accepts(vocab, gbnf, CALLS[family].replace("get_weather", "get_wether"))
+    named = call_grammar(SYNTAXES[family], FUNCTIONS[1:], parallel=False)  # tool_choice names get_time
+    assert named is not None and not accepts(vocab, named, CALLS[family])
+
+
+def test_json_families_check_the_arguments_against_the_schema(vocab) -> None:
+    gbnf = call_grammar(SYNTAXES["hermes"], FUNCTIONS, parallel=False)
+    assert gbnf is not None
+    missing = '<tool_call>\n{"name": "get_weather", "arguments": {"days": 3}}\n</tool_call>'
+    wrong_type = '<tool_call>\n{"name": "get_weather", "arguments": {"city": 7}}\n</tool_call>'
+    assert not accepts(vocab, gbnf, missing) and not accepts(vocab, gbnf, wrong_type)
+
+
+def test_parallel_calls_and_a_thinking_block_first(vocab) -> None:
+    two = CALLS["hermes"] + "\n" + CALLS["hermes"]
+    assert accepts(vocab, call_grammar(SYNTAXES["hermes"], FUNCTIONS, parallel=True) or "", two)
+    assert not accepts(vocab, call_grammar(SYNTAXES["hermes"], FUNCTIONS, parallel=False) or "", two)
+    thinking = call_grammar(SYNTAXES["hermes"], FUNCTIONS, parallel=False, thinking="optional") or ""
+    assert accepts(vocab, thinking, "<think>\nThe user wants <b>weather</b>.\n</think>\n\n" + CALLS["hermes"])
+    assert accepts(vocab, thinking, CALLS["hermes"])
+    opened = call_grammar(SYNTAXES["hermes"], FUNCTIONS, parallel=False, thinking="open") or ""
+    assert accepts(vocab, opened, "Weather, then.\n</think>\n" + CALLS["hermes"])
+
+
+def test_families_read_but_not_constrained_have_no_grammar() -> None:
+    for family in ("lfm2", "harmony"):
+        assert call_grammar(SYNTAXES[family], FUNCTIONS, parallel=False) is None
