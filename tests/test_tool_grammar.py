@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+import tiny_gguf
 
 from spectui.chat.tool_calls import SYNTAXES
 from spectui.serve.tool_grammar import CONSTRAINED, Function, call_grammar
@@ -95,3 +96,25 @@ def test_parallel_calls_and_a_thinking_block_first(vocab) -> None:
 def test_families_read_but_not_constrained_have_no_grammar() -> None:
     for family in ("lfm2", "harmony"):
         assert call_grammar(SYNTAXES[family], FUNCTIONS, parallel=False) is None
+
+
+def test_a_control_token_a_call_needs_is_shown_only_when_asked(tiny_pair) -> None:
+    """llama.cpp renders a control token as nothing; a reply that may call a tool shows the
+    family's control-token markers (`[TOOL_CALLS]`...) as text, as llama-server's preserved tokens."""
+    from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
+    from spectui.engine.events import Finished
+    from spectui.engine.generator import load_generator
+
+    generator = load_generator(tiny_pair.target, None, n_ctx=512, n_threads=2)
+    try:
+        prompt = generator.target.tokenize("Hello", add_special=False)
+        forced = SamplingConfig(temperature=0, logit_bias=((tiny_gguf.IM_START_ID, 100.0),))
+        texts = []
+        for shown in (frozenset(), frozenset({tiny_gguf.IM_START_ID})):
+            config = GenerationConfig(max_tokens=2, sampling=forced, shown_tokens=shown)
+            [done] = [e for e in generator.generate(prompt, config, DraftControl(0)) if isinstance(e, Finished)]
+            assert list(done.tokens) == [tiny_gguf.IM_START_ID] * 2
+            texts.append(done.text)
+        assert texts == ["", "<|im_start|><|im_start|>"]
+    finally:
+        generator.close()
