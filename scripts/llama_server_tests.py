@@ -80,6 +80,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds for the server to load")
     parser.add_argument("serve", nargs="*", default=PRESET, help="`spectui serve` arguments (after --)")
     args = parser.parse_args()
+    if not (args.tests / "utils.py").is_file():
+        raise SystemExit(f"llama.cpp's server tests are not at {args.tests}: pass --tests "
+                         "(tools/server/tests of a llama.cpp source tree, e.g. llama-cpp-python's sdist)")
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="llama-server-tests-") as scratch:
         Path(scratch, "wget.py").write_text(WGET_STUB)
