@@ -51,6 +51,9 @@ class SamplingConfig:
     a bias of -inf bans the token."""
     grammar: str | None = None
     """A GBNF grammar every reply must follow (llama.cpp's grammar sampler); None: free text."""
+    grammar_triggers: tuple[int, ...] = ()
+    """Tokens that wake a lazy grammar: the reply is free until one of them is chosen, then the
+    grammar holds from that token on (llama.cpp's lazy grammar; a tool call's opening token)."""
     constraint: TokenConstraint | None = field(default=None, compare=False, repr=False)
     """The grammar's live state during one reply: set by the generator, never by a caller."""
 

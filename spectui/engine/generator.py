@@ -184,7 +184,8 @@ class _Reply:
         self.generator = generator
         self.target = generator.target
         self.config = config
-        self.grammar = Grammar.compile(self.target, config.sampling.grammar) if config.sampling.grammar else None
+        grammar, triggers = config.sampling.grammar, config.sampling.grammar_triggers
+        self.grammar = Grammar.compile(self.target, grammar, triggers=triggers) if grammar else None
         self.cfg = replace(config.sampling, constraint=self.grammar)
         self.rng = np.random.default_rng(config.sampling.seed)
         self.stats = GenerationStats()

@@ -47,10 +47,22 @@ class Grammar:
         self._n_vocab = n_vocab
 
     @classmethod
-    def compile(cls, model: LlamaModel, gbnf: str, root: str = ROOT) -> Grammar:
-        """Parse `gbnf` against `model`'s vocabulary; `GrammarError` with llama.cpp's reason."""
+    def compile(cls, model: LlamaModel, gbnf: str, root: str = ROOT, triggers: tuple[int, ...] = ()) -> Grammar:
+        """Parse `gbnf` against `model`'s vocabulary; `GrammarError` with llama.cpp's reason.
+
+        With `triggers` the grammar is lazy (`llama_sampler_init_grammar_lazy_patterns`, token
+        triggers only): it allows every token until one of them is accepted, and holds from that
+        token on, so the grammar's text must begin with the trigger's. Text patterns are not used:
+        llama.cpp replays the text after a pattern into the grammar and aborts when it does not
+        fit, which a token trigger whose text opens the grammar never meets."""
         seen = llama_log.mark()
-        handle = llama_cpp.llama_sampler_init_grammar(model.vocab_handle, gbnf.encode("utf-8"), root.encode("utf-8"))
+        if triggers:
+            tokens = (llama_cpp.llama_token * len(triggers))(*triggers)
+            handle = llama_cpp.llama_sampler_init_grammar_lazy_patterns(
+                model.vocab_handle, gbnf.encode("utf-8"), root.encode("utf-8"), None, 0, tokens, len(triggers))
+        else:
+            handle = llama_cpp.llama_sampler_init_grammar(model.vocab_handle, gbnf.encode("utf-8"),
+                                                          root.encode("utf-8"))
         if not handle:
             said = [line.strip() for line in llama_log.since(seen) if line.strip()]
             reason = said[0] if said else "llama.cpp could not parse it"

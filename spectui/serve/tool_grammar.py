@@ -8,9 +8,9 @@ markers, as llama.cpp's `common_chat_params` grammars write them (common/chat.cp
 whose reply may open with a `<think>` block keeps it: the grammar lets the thinking come first.
 
 Like every grammar in spectui this stays exact under speculation: drafted tokens are verified
-against the target's distribution after the grammar (engine/speculative.py). `tool_choice: auto`
-is not constrained (the reply is read for calls afterwards): llama.cpp's lazy grammars, which wake
-at a call's opening text, are a possible next step (`llama_sampler_init_grammar_lazy_patterns`).
+against the target's distribution after the grammar (engine/speculative.py). With
+`tool_choice: auto` the same grammar is lazy (llama.cpp's, woken by the call's opening token:
+`serve.tools.lazy_grammar`): the reply is free until the model opens a call, which then parses.
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ the prompt opened (its `</think>` still to come)."""
 
 CONSTRAINED = ("hermes", "qwen-xml", "llama3", "mistral", "mistral-list", "gemma4")
 """Families whose required calls get a grammar; the others are read, not constrained."""
+LAZY = ("hermes", "qwen-xml", "mistral", "mistral-list", "gemma4")
+"""Families whose grammar begins with the call's opening marker: with `auto` it can wait, lazy,
+for that marker's token (llama3's call has no marker of its own)."""
 
 
 @dataclass(frozen=True)

@@ -40,10 +40,11 @@ from spectui.chat.tool_calls import (
 )
 from spectui.serve import convert
 from spectui.serve.convert import Defaults, RequestError
-from spectui.serve.tool_grammar import Function, Thinking, call_grammar
+from spectui.serve.tool_grammar import LAZY, Function, Thinking, call_grammar
 
 if TYPE_CHECKING:
     from spectui.chat.template import ChatFormat, ChatMessage
+    from spectui.engine.config import SamplingConfig
     from spectui.engine.generator import Generator
     from spectui.serve.schema import ChatRequest
     from spectui.session.reply import ReplyDone, ReplyRequest
@@ -154,6 +155,25 @@ def grammar(tool_plan: ToolPlan, chat_format: ChatFormat, messages: list[ChatMes
         raise RequestError(f"tools: a function's parameters cannot be turned into a grammar ({error})") from None
 
 
+def lazy_grammar(tool_plan: ToolPlan, generator: Generator, sampling: SamplingConfig) -> SamplingConfig:
+    """For `auto`: the call grammar, lazy, woken by the call's opening token (`<tool_call>`,
+    `[TOOL_CALLS]`, `<|tool_call>`), so a call once begun is one that parses; the reply is free
+    until then. Only where the opening is one token of the vocabulary (the real Qwen, Mistral and
+    Gemma vocabularies have it) and the family's grammar begins with it; elsewhere the reply is
+    only read."""
+    syntax = tool_plan.syntax
+    if syntax.name not in LAZY:
+        return sampling
+    tokens = generator.target.tokenize(syntax.openings[0], add_special=False, parse_special=True)
+    if len(tokens) != 1:
+        return sampling
+    try:
+        gbnf = call_grammar(syntax, list(tool_plan.functions), tool_plan.parallel)
+    except Exception:  # a schema the converter cannot take: the reply is read, not constrained
+        return sampling
+    return replace(sampling, grammar=gbnf, grammar_triggers=(tokens[0],)) if gbnf else sampling
+
+
 def shown_tokens(tool_plan: ToolPlan, generator: Generator) -> frozenset[int]:
     """The control tokens among the syntax's markers (shown as text so the call can be read)."""
     target = generator.target
@@ -178,6 +198,8 @@ def reply_request(body: ChatRequest, generator: Generator, defaults: Defaults, t
     if gbnf is not None and request.sampling.grammar is not None:
         raise RequestError("a required tool call and response_format both constrain the reply: give one of them")
     sampling = replace(request.sampling, grammar=gbnf) if gbnf is not None else request.sampling
+    if gbnf is None and request.sampling.grammar is None:  # auto: a grammar that wakes at the call
+        sampling = lazy_grammar(tool_plan, generator, sampling)
     return replace(request, messages=tuple(messages), style=style, sampling=sampling,
                    shown_tokens=shown_tokens(tool_plan, generator))
 

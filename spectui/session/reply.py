@@ -199,7 +199,7 @@ def prepare(generator: Generator, chat_format: ChatFormat, request: ReplyRequest
     if request.sampling.grammar:  # a grammar that does not parse is refused before the reply opens
         from spectui.engine.grammar import Grammar
 
-        Grammar.compile(target, request.sampling.grammar).close()
+        Grammar.compile(target, request.sampling.grammar, triggers=request.sampling.grammar_triggers).close()
     config = GenerationConfig(max_tokens=request.max_tokens, stop=stop, sampling=request.sampling,
                               logprobs=request.logprobs, baseline_probe=request.baseline_probe,
                               shown_tokens=request.shown_tokens)
