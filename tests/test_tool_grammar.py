@@ -118,3 +118,81 @@ def test_a_control_token_a_call_needs_is_shown_only_when_asked(tiny_pair) -> Non
         assert texts == ["", "<|im_start|><|im_start|>"]
     finally:
         generator.close()
+
+
+# ----- a lazy grammar (tool_choice auto): asleep until its trigger, then a call ---------------------
+
+
+def test_a_lazy_grammar_allows_everything_until_its_trigger_then_only_the_call(tmp_path) -> None:
+    from dataclasses import replace
+
+    from spectui.engine.grammar import Grammar
+    from spectui.engine.model import LlamaModel
+
+    tags = ("<tool_call>", "</tool_call>")
+    spec = replace(tiny_gguf.TinySpec(), tokens=(*tiny_gguf.vocabulary(), *tags), user_defined=frozenset(tags))
+    path = tiny_gguf.write_model(tmp_path / "tagged.gguf", spec)
+    with LlamaModel.load(path, vocab_only=True) as model:
+        [trigger] = model.tokenize("<tool_call>", add_special=False, parse_special=True)
+        gbnf = call_grammar(SYNTAXES["hermes"], FUNCTIONS, parallel=False) or ""
+        grammar = Grammar.compile(model, gbnf, triggers=(trigger,))
+        every = np.arange(model.n_vocab)
+        try:
+            free = model.tokenize("Let me look. ", add_special=False, parse_special=False)
+            for token in free:
+                assert grammar.allowed(every).all() and grammar.sleeps_through([token, model.eos_id])
+                grammar.accept(token)
+            assert not grammar.sleeps_through([trigger])
+            fork = grammar.fork()
+            grammar.accept(trigger)  # awake: only the call from here
+            assert not grammar.sleeps_through([]) and fork.sleeps_through([])  # the fork stayed asleep
+            fork.close()
+            assert grammar.allowed(every).sum() == 1  # "\n" after the tag
+            rest = CALLS["hermes"].removeprefix("<tool_call>")
+            for token in model.tokenize(rest, add_special=False, parse_special=True):
+                assert grammar.allowed(np.array([token]))[0]
+                grammar.accept(token)
+            assert grammar.allowed(np.array([model.eos_id]))[0]
+        finally:
+            grammar.close()
+
+
+def test_trees_stay_under_a_sleeping_lazy_grammar_and_greedy_output_is_the_targets(tiny_pair) -> None:
+    """A lazy grammar no node of a tree wakes allows every token at every node: the tree is
+    verified as without it (K = auto's trees keep paying on agent requests), and the grammar
+    follows the accepted path."""
+    from dataclasses import replace
+
+    from test_drafters_scripted import GREEDY, greedy_continuation
+    from test_tree_drafters import TreeBudget
+
+    from spectui.engine import speculative
+    from spectui.engine.generator import load_generator
+    from spectui.engine.grammar import Grammar
+
+    generator = load_generator(tiny_pair.target, tiny_pair.draft, n_ctx=512, n_threads=1)
+    try:
+        prompt = generator.target.tokenize("Hello there, what is in the")
+        truth = greedy_continuation(tiny_pair.target, prompt, 40)
+        letters = [generator.target.tokenize(c, add_special=False) for c in "QZXJKqzxjkVW"]
+        trigger, text = next((t[0], c) for t, c in zip(letters, "QZXJKqzxjkVW", strict=True)
+                             if len(t) == 1 and t[0] not in truth)  # a letter the reply never writes
+        grammar = Grammar.compile(generator.target, f"root ::= {json.dumps(text)} [a-z]*", triggers=(trigger,))
+        cfg = replace(GREEDY, constraint=grammar)
+        generator.reset()
+        context = list(prompt)
+        generator.target.sync(context[:-1])
+        drafter = generator.drafter("model")
+        drafter.prefill(context[:-1])
+        rng, trees = np.random.default_rng(0), 0
+        while len(context) - len(prompt) < 32:
+            step = speculative.speculative_step(generator.target, drafter, context, TreeBudget(4, row_value=0.02),
+                                                cfg, rng)
+            trees += step.proposal.is_tree
+            context.extend(step.tokens)
+        assert context[len(prompt):len(prompt) + 32] == truth[:32]
+        assert trees > 3, "no tree was verified: the test proves nothing"
+        assert grammar.sleeps_through([])
+        grammar.close()
+    finally:
+        generator.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
@@ -27,6 +27,10 @@ class TokenConstraint(Protocol):
 
     def fork(self) -> TokenConstraint:
         """An independent copy of the current state (a drafter advances it along its proposal)."""
+
+    def sleeps_through(self, tokens: Sequence[int]) -> bool:
+        """True when the constraint allows every token now and stays so after any of `tokens`
+        (a lazy grammar none of them wakes): a token tree may then be verified as if free."""
 
     def close(self) -> None: ...
 
