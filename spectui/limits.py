@@ -69,3 +69,10 @@ MAX_WAITING = 1024
 
 MAX_DRAIN_SECONDS = 3600.0
 """`spectui serve --drain-seconds`: how long Ctrl+C lets replies under way finish."""
+
+MAX_TOOLS = 128
+"""`tools` in one chat request: each becomes part of the prompt and, for a required call, of its
+grammar (agents send a few dozen at most)."""
+
+MAX_TOOLS_BYTES = 256 * 1024
+"""The request's `tools` as JSON: their schemas become grammar rules built on the engine thread."""

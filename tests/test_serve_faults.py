@@ -52,7 +52,7 @@ def error_of(response: httpx.Response, status: int, kind: str = "invalid_request
     ({"messages": HI, "temperature": -1}, "temperature"),
     ({"messages": HI, "max_tokens": 1.5}, "max_tokens"),
     ({"messages": HI, "presence_penalty": 0.5}, "presence_penalty is not supported"),
-    ({"messages": [{"role": "tool", "content": "42"}]}, "tool results are not supported"),
+    ({"messages": [{"role": "robot", "content": "42"}]}, "use system, developer, user, assistant or tool"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
      "text only"),
     ({"messages": HI, "logit_bias": {"99999": 5}}, "not in the model's vocabulary"),

@@ -68,6 +68,9 @@ class TinySpec:
     """`general.basename` (the family), when set."""
     mtp_layers: int = 0
     """`llama.nextn_predict_layers`: declares MTP heads (metadata only; no nextn tensors)."""
+    user_defined: frozenset[str] = frozenset()
+    """Tokens among `tokens` written as USER_DEFINED (added tokens, as Qwen's `<tool_call>`: one
+    token in text, shown as text), the rest after the control tokens as NORMAL."""
     sampling: tuple[tuple[str, float | int], ...] = ()
     """The publisher's recommended sampling: (`temp`, 0.6), (`top_k`, 20), ... as
     `general.sampling.<name>` (top_k and other counts as int32, the rest as float32)."""
@@ -137,7 +140,9 @@ def write_gguf(path: Path, spec: TinySpec, weights: dict[str, np.ndarray], name:
     writer.add_token_list(list(spec.tokens))
     n_special = len(SPECIAL_TOKENS)
     writer.add_token_types(
-        [gguf.TokenType.CONTROL] * n_special + [gguf.TokenType.NORMAL] * (len(spec.tokens) - n_special)
+        [gguf.TokenType.CONTROL] * n_special
+        + [gguf.TokenType.USER_DEFINED if t in spec.user_defined else gguf.TokenType.NORMAL
+           for t in spec.tokens[n_special:]]
     )
     writer.add_token_merges([f"{a} {b}" for a, b in MERGES])
     writer.add_bos_token_id(BOS_ID)

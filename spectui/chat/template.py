@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
 from typing import Any, Literal, Protocol
@@ -38,10 +38,23 @@ class ChatMessage:
     """For a reply: its answer, without the reasoning."""
     reasoning: str = ""
     """For a reply of a reasoning model: what it thought before answering."""
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    """For a reply that called tools: OpenAI's `tool_calls`, arguments as objects (what templates
+    iterate over; `chat.tool_calls`)."""
+    tool_call_id: str = ""
+    """For a `tool` message: the call it answers."""
+    name: str = ""
+    """For a `tool` message: the function that answered."""
 
-    def as_dict(self, key: ReasoningKey = "none", markers: Markers | None = None) -> dict[str, str]:
+    def as_dict(self, key: ReasoningKey = "none", markers: Markers | None = None) -> dict[str, Any]:
         """The message as a template reads it, its reasoning given the way `key` says."""
-        message = {"role": self.role, "content": self.content}
+        message: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [dict(call) for call in self.tool_calls]
+        if self.tool_call_id:
+            message["tool_call_id"] = self.tool_call_id
+        if self.name:
+            message["name"] = self.name
         if not self.reasoning or self.role != "assistant" or key == "none":
             return message
         if key == "inline" and markers is not None:
@@ -61,6 +74,9 @@ class PromptStyle:
     """`enable_thinking`, for templates that take it."""
     reasoning_effort: str = "medium"
     """`reasoning_effort`, for templates that take it (gpt-oss)."""
+    tools: tuple[dict[str, Any], ...] = field(default=(), compare=False)
+    """OpenAI's `tools` (`{"type": "function", "function": {...}}`), given to the template as its
+    `tools` variable; empty: the variable is left undefined, as without tools."""
 
 
 class TemplateSource(Protocol):
@@ -188,13 +204,15 @@ class ChatFormat:
         return encode_prompt(model, self.render(messages, add_generation_prompt=True, style=style))
 
     def template_variables(self, style: PromptStyle | None) -> dict[str, object]:
-        """`enable_thinking` / `reasoning_effort`, only for a template that reads it."""
+        """`enable_thinking` / `reasoning_effort`, only for a template that reads it; `tools`
+        when the request has some."""
         style = style or PromptStyle()
+        out: dict[str, object] = {"tools": [dict(t) for t in style.tools]} if style.tools else {}
         if self.thinking_switch == "enable_thinking":
-            return {"enable_thinking": style.thinking}
+            out["enable_thinking"] = style.thinking
         if self.thinking_switch == "reasoning_effort":
-            return {"reasoning_effort": style.reasoning_effort}
-        return {}
+            out["reasoning_effort"] = style.reasoning_effort
+        return out
 
     def render(self, messages: Sequence[ChatMessage], add_generation_prompt: bool = True,
                style: PromptStyle | None = None) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
@@ -27,6 +27,10 @@ class TokenConstraint(Protocol):
 
     def fork(self) -> TokenConstraint:
         """An independent copy of the current state (a drafter advances it along its proposal)."""
+
+    def sleeps_through(self, tokens: Sequence[int]) -> bool:
+        """True when the constraint allows every token now and stays so after any of `tokens`
+        (a lazy grammar none of them wakes): a token tree may then be verified as if free."""
 
     def close(self) -> None: ...
 
@@ -51,6 +55,9 @@ class SamplingConfig:
     a bias of -inf bans the token."""
     grammar: str | None = None
     """A GBNF grammar every reply must follow (llama.cpp's grammar sampler); None: free text."""
+    grammar_triggers: tuple[int, ...] = ()
+    """Tokens that wake a lazy grammar: the reply is free until one of them is chosen, then the
+    grammar holds from that token on (llama.cpp's lazy grammar; a tool call's opening token)."""
     constraint: TokenConstraint | None = field(default=None, compare=False, repr=False)
     """The grammar's live state during one reply: set by the generator, never by a caller."""
 
@@ -141,6 +148,9 @@ class GenerationConfig:
     baseline_probe: int = 0
     """Decode this many tokens after the first with speculation off, timed apart: a baseline
     measured under this moment's conditions, at no extra cost (the reply is the same)."""
+    shown_tokens: frozenset[int] = frozenset()
+    """Control tokens written into the reply's text as their text (llama.cpp otherwise renders a
+    control token as nothing): a tool call's markers, as llama-server's `preserved_tokens`."""
 
 
 class DraftControl:

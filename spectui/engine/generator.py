@@ -185,7 +185,8 @@ class _Reply:
         self.generator = generator
         self.target = generator.target
         self.config = config
-        self.grammar = Grammar.compile(self.target, config.sampling.grammar) if config.sampling.grammar else None
+        grammar, triggers = config.sampling.grammar, config.sampling.grammar_triggers
+        self.grammar = Grammar.compile(self.target, grammar, triggers=triggers) if grammar else None
         self.cfg = replace(config.sampling, constraint=self.grammar)
         self.rng = np.random.default_rng(config.sampling.seed)
         self.stats = GenerationStats()
@@ -282,7 +283,8 @@ class _Reply:
                 return pieces, "eos", i
             self.tokens.append(token)
             origin = source if i < drafted else TARGET
-            pieces.extend(self.stream.feed(self.target.token_bytes(token), origin))
+            shown = token in self.config.shown_tokens
+            pieces.extend(self.stream.feed(self.target.token_bytes(token, special=shown), origin))
             if self.stream.stopped:
                 return pieces, "stop", i + 1
             if len(self.tokens) >= self.config.max_tokens:

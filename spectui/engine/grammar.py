@@ -16,6 +16,7 @@ q is constrained like the target's p.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import llama_cpp
@@ -41,21 +42,38 @@ class Grammar:
     """llama.cpp's grammar sampler state; `allowed`, `accept`, `fork` and `close` as in
     `engine.config.TokenConstraint`."""
 
-    def __init__(self, handle: llama_cpp.llama_sampler_p, n_vocab: int) -> None:
+    def __init__(self, handle: llama_cpp.llama_sampler_p, n_vocab: int, triggers: frozenset[int] = frozenset(),
+                 awake: bool = True) -> None:
         self._handle: llama_cpp.llama_sampler_p | None = handle
         """None once closed."""
         self._n_vocab = n_vocab
+        self._triggers = triggers
+        self._awake = awake
+        """False for a lazy grammar until one of its triggers is accepted (llama.cpp's
+        `awaiting_trigger`, which its API does not expose, followed here)."""
 
     @classmethod
-    def compile(cls, model: LlamaModel, gbnf: str, root: str = ROOT) -> Grammar:
-        """Parse `gbnf` against `model`'s vocabulary; `GrammarError` with llama.cpp's reason."""
+    def compile(cls, model: LlamaModel, gbnf: str, root: str = ROOT, triggers: tuple[int, ...] = ()) -> Grammar:
+        """Parse `gbnf` against `model`'s vocabulary; `GrammarError` with llama.cpp's reason.
+
+        With `triggers` the grammar is lazy (`llama_sampler_init_grammar_lazy_patterns`, token
+        triggers only): it allows every token until one of them is accepted, and holds from that
+        token on, so the grammar's text must begin with the trigger's. Text patterns are not used:
+        llama.cpp replays the text after a pattern into the grammar and aborts when it does not
+        fit, which a token trigger whose text opens the grammar never meets."""
         seen = llama_log.mark()
-        handle = llama_cpp.llama_sampler_init_grammar(model.vocab_handle, gbnf.encode("utf-8"), root.encode("utf-8"))
+        if triggers:
+            tokens = (llama_cpp.llama_token * len(triggers))(*triggers)
+            handle = llama_cpp.llama_sampler_init_grammar_lazy_patterns(
+                model.vocab_handle, gbnf.encode("utf-8"), root.encode("utf-8"), None, 0, tokens, len(triggers))
+        else:
+            handle = llama_cpp.llama_sampler_init_grammar(model.vocab_handle, gbnf.encode("utf-8"),
+                                                          root.encode("utf-8"))
         if not handle:
             said = [line.strip() for line in llama_log.since(seen) if line.strip()]
             reason = said[0] if said else "llama.cpp could not parse it"
             raise GrammarError(f"the grammar is not valid GBNF: {reason}")
-        return cls(handle, model.n_vocab)
+        return cls(handle, model.n_vocab, frozenset(triggers), awake=not triggers)
 
     def allowed(self, ids: np.ndarray) -> np.ndarray:
         """True for each of `ids` the grammar lets come next (ids past the target's vocabulary,
@@ -76,9 +94,13 @@ class Grammar:
 
     def accept(self, token: int) -> None:
         llama_cpp.llama_sampler_accept(self._handle, int(token))
+        self._awake = self._awake or token in self._triggers
 
     def fork(self) -> Grammar:
-        return Grammar(llama_cpp.llama_sampler_clone(self._handle), self._n_vocab)
+        return Grammar(llama_cpp.llama_sampler_clone(self._handle), self._n_vocab, self._triggers, self._awake)
+
+    def sleeps_through(self, tokens: Sequence[int]) -> bool:
+        return not self._awake and not any(int(t) in self._triggers for t in tokens)
 
     def close(self) -> None:
         if self._handle:

@@ -77,8 +77,11 @@ def speculative_step(
     t0, laps = time.perf_counter(), hostcost.Laps()
     # 1. The drafter proposes d_1..d_n (n <= k), each from its q (or deterministically).
     proposal = _propose(drafter, context, budget, cfg, rng)
-    if proposal.is_tree and (not target.can_verify_trees or cfg.constraint is not None or logprobs is not None):
+    asleep = proposal.is_tree and cfg.constraint is not None and cfg.constraint.sleeps_through(proposal.tokens)
+    constrained = cfg.constraint is not None and not asleep
+    if proposal.is_tree and (not target.can_verify_trees or constrained or logprobs is not None):
         # a hybrid target, a grammar or log-probabilities asked for: the tree's first-choice chain
+        # (a lazy grammar no node wakes allows every token at every node: the tree stays)
         proposal = proposal.pruned_to_chain()
     drafted = proposal.tokens
     t1 = time.perf_counter()
@@ -89,6 +92,10 @@ def speculative_step(
         # 2-4 for a token tree (tree.py): one decode of last and every node, the same rule tried
         # on each node's children in turn, the cache kept for the accepted path.
         path, token = tree.verify(target, context[-1], proposal, cfg, rng, accept_draft_token)
+        if cfg.constraint is not None:  # asleep through the path; the last token may wake it
+            for i in path:
+                cfg.constraint.accept(proposal.tokens[i])
+            cfg.constraint.accept(token)
         laps.lap("sampling")
         return _finish(drafter, context, proposal, path, token, (t0, t1, time.perf_counter()), laps)
     # 2. The target scores [last, d_1..d_n] in ONE decode: row i is p( . | context, d_1..d_i).

@@ -30,8 +30,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from spectui.serve import responses
-from spectui.serve.convert import Defaults, reply_request
+from spectui.serve import responses, tools
+from spectui.serve.convert import Defaults, RequestError, reply_request
 from spectui.serve.metrics import CONTENT_TYPE, Metrics
 from spectui.serve.responses import HttpError, failure
 from spectui.serve.schema import ChatRequest, CompletionRequest, Unsupported, check_supported
@@ -170,8 +170,19 @@ async def reply(request: Request, kind: type[ChatRequest] | type[CompletionReque
     state = server(request)
     body = parse(kind, await read_json(request, state.max_body))
     check_model(body.model, state)
+    tool_plan = None
+    build = partial(reply_request, body, defaults=state.defaults)
+    chat_format = state.slot.session.chat_format
+    if isinstance(body, ChatRequest) and chat_format is not None:
+        try:
+            tool_plan = tools.plan(body, chat_format, state.model_id)
+        except RequestError as error:
+            raise HttpError(400, str(error)) from None
+        if tool_plan is not None:
+            build = partial(tools.reply_request, body, defaults=state.defaults, tool_plan=tool_plan,
+                            chat_format=chat_format)
     try:
-        job = state.slot.submit(partial(reply_request, body, defaults=state.defaults))
+        job = state.slot.submit(build)
     except Busy as error:
         state.metrics.busy.inc()
         raise HttpError(503, str(error), headers={"Retry-After": str(error.retry_after)}) from None
@@ -183,12 +194,13 @@ async def reply(request: Request, kind: type[ChatRequest] | type[CompletionReque
         completion = responses.Completion(body.model or state.model_id, chat=isinstance(body, ChatRequest))
         if body.stream:
             watcher.cancel()  # the streaming response listens for the disconnect itself
-            stream = stream_chat if isinstance(body, ChatRequest) else stream_text
             include_usage = body.stream_options is not None and body.stream_options.include_usage
-            return StreamingResponse(stream(job, completion, include_usage), media_type="text/event-stream",
+            chunks = (stream_chat(job, completion, include_usage, tool_plan, body.logprobs)
+                      if isinstance(body, ChatRequest) else stream_text(job, completion, include_usage))
+            return StreamingResponse(chunks, media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         done, pieces, entries = await collect(job)
-        return JSONResponse(whole_response(completion, done, pieces, entries, body.return_tokens))
+        return JSONResponse(whole_response(completion, done, pieces, entries, body.return_tokens, tool_plan))
     except BaseException:
         job.cancel.set()
         raise

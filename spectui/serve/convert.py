@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spectui.chat.template import ChatMessage, PromptStyle
 from spectui.engine.config import AUTO, DraftControl, DraftLength, SamplingConfig
@@ -96,14 +96,35 @@ def chat_messages(messages: list[Message]) -> list[ChatMessage]:
     out = []
     for i, message in enumerate(messages):
         role = ROLES.get(message.role)
+        if message.role in ("tool", "function"):  # a tool's result (`function`: OpenAI's legacy name)
+            out.append(ChatMessage("tool", message_text(message, i), tool_call_id=message.tool_call_id or "",
+                                   name=message.name or ""))
+            continue
         if role is None:
-            if message.role in ("tool", "function"):
-                raise RequestError(f"messages[{i}]: tool results are not supported yet by spectui serve")
-            raise RequestError(f"messages[{i}].role {message.role!r}: use system, developer, user or assistant")
-        if message.tool_calls:
-            raise RequestError(f"messages[{i}]: tool calls are not supported yet by spectui serve")
-        out.append(ChatMessage(role, message_text(message, i), message.reasoning_content or ""))
+            raise RequestError(f"messages[{i}].role {message.role!r}: use system, developer, user, assistant or tool")
+        calls = tool_call_dicts(message.tool_calls, i) if message.tool_calls and role == "assistant" else ()
+        out.append(ChatMessage(role, message_text(message, i), message.reasoning_content or "", tool_calls=calls))
+    if len(out) >= 2 and out[-1].role == out[-2].role == "assistant":
+        raise RequestError("Cannot have 2 or more assistant messages at the end of the list.")  # llama-server's
     return out
+
+
+def tool_call_dicts(calls: list[Any], index: int) -> tuple[dict[str, Any], ...]:
+    """An assistant message's `tool_calls` as templates read them: arguments as objects."""
+    out = []
+    for j, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise RequestError(f"messages[{index}].tool_calls[{j}]: a call needs function.name")
+        arguments = function.get("arguments") or "{}"
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except json.JSONDecodeError:
+                raise RequestError(f"messages[{index}].tool_calls[{j}].function.arguments is not JSON") from None
+        out.append({"id": str(call.get("id") or ""), "type": "function",
+                    "function": {"name": function["name"], "arguments": arguments}})
+    return tuple(out)
 
 
 def message_text(message: Message, index: int) -> str:

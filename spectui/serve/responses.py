@@ -149,11 +149,12 @@ class Completion:
         return body
 
     def delta(self, delta: dict[str, Any], logprobs: list[LogprobEntry] | None = None,
-              finish: str | None = None) -> dict[str, Any]:
-        """One streamed chat chunk."""
+              finish: str | None = None, logprobs_given: bool = False) -> dict[str, Any]:
+        """One streamed chat chunk (`logprobs_given`: the request asked for them, so a chunk
+        without any still has `logprobs.content`, empty, as llama-server's)."""
         choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
-        if logprobs:
-            choice["logprobs"] = {"content": logprobs_content(logprobs)}
+        if logprobs or logprobs_given:
+            choice["logprobs"] = {"content": logprobs_content(logprobs or [])}
         return self.chunk([choice])
 
     def text_piece(self, text: str, logprobs: list[LogprobEntry] | None = None, offset: int = 0,

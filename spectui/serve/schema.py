@@ -2,7 +2,7 @@
 
 Unknown fields are ignored, as OpenAI-compatible servers do (clients send `user`, `metadata`,
 `store` and the like); fields that would change what the reply means but that spectui cannot honour
-(penalties, `n` > 1, tools, `echo`, `suffix`) are refused in one line by `check_supported`, never
+(penalties, `n` > 1, `echo`, `suffix`) are refused in one line by `check_supported`, never
 silently dropped. Bounds are `spectui.limits`'s, as on the command line.
 """
 
@@ -57,6 +57,8 @@ class Message(Lenient):
     """An earlier reply's reasoning (as this server returns it)."""
     tool_calls: list[Any] | None = None
     tool_call_id: str | None = None
+    name: str | None = None
+    """A `tool` (or legacy `function`) message's function name."""
 
 
 class Sampling(Lenient):
@@ -104,8 +106,11 @@ class ChatRequest(Sampling):
     logprobs: StrictBool = False
     top_logprobs: Annotated[int, Field(ge=0, le=MAX_TOP_LOGPROBS)] | None = None
     tools: list[Any] | None = None
+    """Function tools (`serve.tools`); their call syntax is the chat template's."""
     tool_choice: Any = None
+    parallel_tool_calls: StrictBool | None = None
     functions: list[Any] | None = None
+    """OpenAI's legacy name for tools (`function_call` for tool_choice)."""
     function_call: Any = None
     reasoning_effort: Literal["low", "medium", "high"] | None = None
     """For templates that take it (gpt-oss)."""
@@ -139,11 +144,8 @@ def check_supported(body: Sampling) -> None:
     if body.repeat_penalty not in (None, 1.0):
         raise Unsupported("repeat_penalty is not supported: leave it out or set it to 1")
     if isinstance(body, ChatRequest):
-        if body.tools or body.functions:
-            raise Unsupported("tools and function calling are not supported yet by spectui serve; "
-                              "send the request without `tools`")
-        if body.tool_choice not in (None, "none", "auto"):
-            raise Unsupported("tool_choice needs tools, which spectui serve does not support yet")
+        if (body.tools or body.functions) and body.tool_choice != "none" and body.grammar is not None:
+            raise Unsupported("Cannot use custom grammar constraints with tools.")  # llama-server's words
         if not body.messages:
             raise Unsupported("messages is empty: send at least one message")
         if body.top_logprobs is not None and not body.logprobs:

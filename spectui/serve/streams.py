@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from spectui.serve import responses
+from spectui.chat.tool_calls import ToolCall
+from spectui.serve import responses, tools
 from spectui.serve.responses import HttpError, failure
 from spectui.serve.slot import Failed, Job
 from spectui.session.reply import LogprobEntry, ReplyDone, ReplyEvent, ReplyLogprobs, ReplyPiece
@@ -64,14 +65,22 @@ def spoken(entries: list[LogprobEntry], done: ReplyDone, before: int = 0) -> lis
 
 
 def whole_response(completion: responses.Completion, done: ReplyDone, pieces: list[ReplyPiece],
-                   entries: list[LogprobEntry], return_tokens: bool) -> dict[str, Any]:
+                   entries: list[LogprobEntry], return_tokens: bool,
+                   tool_plan: tools.ToolPlan | None = None) -> dict[str, Any]:
     figures = done.figures
     entries = spoken(entries, done)
     if completion.chat:
         message: dict[str, Any] = {"role": "assistant", "content": done.text}
+        finish = responses.finish_reason(figures)
+        if tool_plan is not None:
+            parsed = tools.read(tool_plan, done)
+            if parsed.calls:
+                message["content"] = parsed.content or None
+                message["tool_calls"] = tools.openai_calls(parsed.calls)
+                finish = "tool_calls"
         if done.reasoning:
             message["reasoning_content"] = done.reasoning
-        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": responses.finish_reason(figures),
+        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish,
                                   "logprobs": {"content": responses.logprobs_content(entries)} if entries else None}
     else:
         choice = {"index": 0, "text": "".join(p.text for p in pieces),
@@ -86,21 +95,18 @@ def whole_response(completion: responses.Completion, done: ReplyDone, pieces: li
 # ----- streams --------------------------------------------------------------------------------------
 
 
-async def stream_chat(job: Job, completion: responses.Completion, include_usage: bool) -> AsyncIterator[bytes]:
-    """`data: {chunk}` lines: the role first, then content / reasoning_content deltas, the finish,
-    usage when asked for, `[DONE]`."""
-    sent = 0  # bytes of the tokens whose log-probabilities were sent
+async def stream_chat(job: Job, completion: responses.Completion, include_usage: bool,
+                      tool_plan: tools.ToolPlan | None = None, logprobs: bool = False) -> AsyncIterator[bytes]:
+    """`data: {chunk}` lines: the role first, then content / reasoning_content / tool_calls deltas,
+    the finish, usage when asked for, `[DONE]`."""
+    chunks = ChatChunks(completion, tool_plan, logprobs)
     try:
         yield responses.sse(completion.delta({"role": "assistant", "content": None}))
         async for batch in events(job):
             for kind, text, entries, done in merged(batch):
-                if done is not None:
-                    for chunk in closing(completion, done, spoken(entries, done, sent), include_usage):
-                        yield chunk
-                elif kind is not None:
-                    key = "reasoning_content" if kind == "thinking" else "content"
-                    yield responses.sse(completion.delta({key: text}, entries))
-                sent += sum(len(e.data) for e in entries)
+                made = chunks.finish(done, include_usage) if done is not None else chunks.add(kind, text, entries)
+                for chunk in made:
+                    yield chunk
         yield responses.sse("[DONE]")
     except StreamFailure as failed:  # the status line is out: the error goes as an event
         yield responses.sse(responses.error_body(failed.error.status, str(failed.error), failed.error.kind))
@@ -108,16 +114,90 @@ async def stream_chat(job: Job, completion: responses.Completion, include_usage:
         job.cancel.set()  # the client hung up (or the stream ended): the reply stops
 
 
+class ChatChunks:
+    """A streamed chat reply's chunks. With log-probabilities, text waits for its tokens' (they
+    come just after it) so each chunk carries its own, as llama-server sends them; with tools,
+    text goes through `tools.ToolStream` (a call goes out as tool_calls deltas)."""
+
+    def __init__(self, completion: responses.Completion, tool_plan: tools.ToolPlan | None, logprobs: bool) -> None:
+        self.completion = completion
+        self.pair = logprobs
+        self.held: list[tuple[str, str]] = []
+        self.entries: list[LogprobEntry] = []
+        self.sent = 0
+        """Bytes of the tokens whose log-probabilities were sent."""
+        self.calls: list[ToolCall] = []
+        self.tools: dict[str, tools.ToolStream] = {}
+        if tool_plan is not None:
+            self.tools["answer"] = tools.ToolStream(tool_plan, self.calls)
+            if tool_plan.syntax.reads_raw:  # harmony: a call's header is not an answer marker
+                self.tools["thinking"] = tools.ToolStream(tool_plan, self.calls)
+
+    def add(self, kind: str | None, text: str, entries: list[LogprobEntry]) -> list[bytes]:
+        if kind is not None:
+            self.held.append((kind, text))
+        self.entries.extend(entries)
+        if not self.held or (self.pair and not self.entries):
+            return []  # log-probabilities wait for their text, text for its log-probabilities
+        return self._flush(self.entries)
+
+    def _flush(self, entries: list[LogprobEntry]) -> list[bytes]:
+        runs: list[tuple[str, str]] = []
+        for kind, text in self.held:
+            if runs and runs[-1][0] == kind:
+                runs[-1] = (kind, runs[-1][1] + text)
+            else:
+                runs.append((kind, text))
+        out = []
+        for i, (kind, text) in enumerate(runs):
+            out.extend(self._text(kind, text, entries if i == len(runs) - 1 else []))
+        self.sent += sum(len(e.data) for e in entries)
+        self.held, self.entries = [], []
+        return out
+
+    def _text(self, kind: str, text: str, entries: list[LogprobEntry]) -> list[bytes]:
+        key = "reasoning_content" if kind == "thinking" else "content"
+        stream = self.tools.get(kind)
+        if stream is None:
+            return [responses.sse(self.completion.delta({key: text}, entries, logprobs_given=self.pair))]
+        content, deltas = stream.feed(text)
+        return self._tool_chunks(key, content, deltas, entries)
+
+    def _tool_chunks(self, key: str, content: str, deltas: list[dict[str, Any]],
+                     entries: list[LogprobEntry]) -> list[bytes]:
+        out = []
+        if content or entries:
+            out.append(responses.sse(self.completion.delta({key: content}, entries, logprobs_given=self.pair)))
+        out.extend(responses.sse(self.completion.delta({"tool_calls": [d]})) for d in deltas)
+        return out
+
+    def finish(self, done: ReplyDone, include_usage: bool) -> list[bytes]:
+        left = spoken(self.entries, done, self.sent)
+        out: list[bytes] = []
+        if self.held:  # the last text, with the last log-probabilities
+            out, left = self._flush(left), []
+        for kind, stream in self.tools.items():
+            content, deltas = stream.finish()
+            out.extend(self._tool_chunks("reasoning_content" if kind == "thinking" else "content", content, deltas, []))
+        finish = "tool_calls" if self.calls else None
+        return out + closing(self.completion, done, left, include_usage, finish=finish)
+
+
 async def stream_text(job: Job, completion: responses.Completion, include_usage: bool) -> AsyncIterator[bytes]:
     """A text completion's chunks: text pieces, the finish, usage when asked for, `[DONE]`."""
     offset, sent = 0, 0
+    waiting: list[LogprobEntry] = []  # log-probabilities that came before any text of this batch
     try:
         async for batch in events(job):
             for kind, text, entries, done in merged(batch):
+                entries, waiting = waiting + entries, []
                 if done is not None:
                     for chunk in closing(completion, done, spoken(entries, done, sent), include_usage, offset):
                         yield chunk
-                elif kind is not None:
+                elif kind is None:
+                    waiting = entries
+                    continue
+                else:
                     yield responses.sse(completion.text_piece(text, entries, offset))
                     offset += len(text)
                 sent += sum(len(e.data) for e in entries)
@@ -129,28 +209,28 @@ async def stream_text(job: Job, completion: responses.Completion, include_usage:
 
 
 def merged(batch: list[ReplyEvent | Failed]) -> list[tuple[str | None, str, list[LogprobEntry], ReplyDone | None]]:
-    """A batch of events as chunks to send: runs of answer (or of thinking) text joined, the
-    log-probabilities that arrived with them, and the end. An error becomes an SSE error event."""
+    """A batch of events as chunks to send: runs of answer (or of thinking) text joined, each
+    with the log-probabilities that came after it (the engine sends a cycle's text, then its
+    tokens' log-probabilities), and the end. Log-probabilities before any text of the batch
+    come alone (kind None). An error becomes an SSE error event."""
     out: list[tuple[str | None, str, list[LogprobEntry], ReplyDone | None]] = []
-    entries: list[LogprobEntry] = []
     for event in batch:
         if isinstance(event, Failed):
             raise StreamFailure(failure(event.error))
         if isinstance(event, ReplyLogprobs):
-            entries.extend(event.entries)
+            if out and out[-1][3] is None:
+                out[-1][2].extend(event.entries)
+            else:
+                out.append((None, "", list(event.entries), None))
         elif isinstance(event, ReplyPiece):
             kind = "thinking" if event.thinking else "answer"
-            if out and out[-1][0] == kind and out[-1][3] is None:
-                out[-1] = (kind, out[-1][1] + event.text, out[-1][2], None)
+            last = out[-1] if out else None
+            if last is not None and last[0] == kind and last[3] is None and not last[2]:
+                out[-1] = (kind, last[1] + event.text, [], None)
             else:
                 out.append((kind, event.text, [], None))
-            out[-1][2].extend(entries)
-            entries = []
         elif isinstance(event, ReplyDone):
-            out.append((None, "", entries, event))
-            entries = []
-    if entries:
-        out.append((None, "", entries, None))
+            out.append((None, "", [], event))
     return out
 
 
@@ -161,12 +241,12 @@ class StreamFailure(Exception):
 
 
 def closing(completion: responses.Completion, done: ReplyDone, entries: list[LogprobEntry], include_usage: bool,
-            offset: int = 0) -> list[bytes]:
+            offset: int = 0, finish: str | None = None) -> list[bytes]:
     """The last chunks: the finish (with timings unless a usage chunk follows), then usage."""
     if done.reason == "worker":
         return [responses.sse(responses.error_body(500, done.message))]
     figures = done.figures
-    finish = responses.finish_reason(figures)
+    finish = finish or responses.finish_reason(figures)
     if completion.chat:
         last = completion.delta({}, entries, finish)
     else:

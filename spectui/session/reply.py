@@ -66,6 +66,8 @@ class ReplyRequest:
     """None: none; n: each token's log-probability under the target and its n best alternatives."""
     baseline_probe: int = 0
     """Decode this many tokens with speculation off first, timed apart (a fresh baseline)."""
+    shown_tokens: frozenset[int] = frozenset()
+    """Control tokens the reply writes as text (a tool call's markers; `GenerationConfig`)."""
 
 
 # ----- events ----------------------------------------------------------------------------------
@@ -197,9 +199,10 @@ def prepare(generator: Generator, chat_format: ChatFormat, request: ReplyRequest
     if request.sampling.grammar:  # a grammar that does not parse is refused before the reply opens
         from spectui.engine.grammar import Grammar
 
-        Grammar.compile(target, request.sampling.grammar).close()
+        Grammar.compile(target, request.sampling.grammar, triggers=request.sampling.grammar_triggers).close()
     config = GenerationConfig(max_tokens=request.max_tokens, stop=stop, sampling=request.sampling,
-                              logprobs=request.logprobs, baseline_probe=request.baseline_probe)
+                              logprobs=request.logprobs, baseline_probe=request.baseline_probe,
+                              shown_tokens=request.shown_tokens)
     return Prepared(tokens, config, markers, opens)
 
 
