@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import llama_cpp
 import numpy as np
 
-from spectui.engine import llama_log
+from spectui.engine import grammar_bounds, llama_log
 from spectui.errors import SpectuiError
 
 if TYPE_CHECKING:
@@ -48,9 +48,13 @@ class Grammar:
 
     @classmethod
     def compile(cls, model: LlamaModel, gbnf: str, root: str = ROOT) -> Grammar:
-        """Parse `gbnf` against `model`'s vocabulary; `GrammarError` with llama.cpp's reason."""
+        """Parse `gbnf` against `model`'s vocabulary; `GrammarError` with llama.cpp's reason, and
+        `GrammarTooLarge` (before llama.cpp sees it) for one past `grammar_bounds`'s limits."""
+        gbnf = grammar_bounds.check(gbnf)
         seen = llama_log.mark()
-        handle = llama_cpp.llama_sampler_init_grammar(model.vocab_handle, gbnf.encode("utf-8"), root.encode("utf-8"))
+        text, start = gbnf.encode("utf-8"), root.encode("utf-8")
+        handle = grammar_bounds.on_parser_stack(
+            lambda: llama_cpp.llama_sampler_init_grammar(model.vocab_handle, text, start))
         if not handle:
             said = [line.strip() for line in llama_log.since(seen) if line.strip()]
             reason = said[0] if said else "llama.cpp could not parse it"
