@@ -76,3 +76,73 @@ grammar (agents send a few dozen at most)."""
 
 MAX_TOOLS_BYTES = 256 * 1024
 """The request's `tools` as JSON: their schemas become grammar rules built on the engine thread."""
+
+# ----- what one request may make `spectui serve` build or hold (spectui/serve/bounds.py) ----------
+# Each is checked before the work starts and named in the 400 that refuses a request past it.
+
+MAX_JSON_DEPTH = 64
+"""Arrays and objects nested in a request body: a JSON schema a model can follow nests far less;
+the schema converter and pydantic recurse once per level."""
+
+MAX_JSON_CONTAINERS = 1 << 17
+"""Arrays and objects in one request body (each becomes a Python object, most a pydantic one)."""
+
+MAX_MESSAGES = 1 << 14
+"""Messages in one chat request (each is rendered by the chat template before the prompt is
+known to fit)."""
+
+MAX_PROMPT_CHARS_PER_TOKEN = 64
+"""A prompt (all the messages' text, or a completion's prompt) of more characters than this many
+per token of the context is refused before it is tokenized: it cannot fit (a token is a few
+characters; the longest runs of one character a vocabulary merges are shorter than this)."""
+
+MAX_STOP_STRINGS = 16
+"""Stop strings one request may give (OpenAI takes 4); each is looked for after every token."""
+
+MAX_STOP_CHARS = 256
+"""The longest stop string: the text that could start one is held back from the stream."""
+
+MAX_LOGIT_BIAS = 1024
+"""Entries in one request's `logit_bias` (each is added to every row of logits sampled)."""
+
+MAX_LOGIT_BIAS_TEXT = 256
+"""The longest text a `logit_bias` entry may name (its tokens are biased)."""
+
+MAX_SCHEMA_REPEAT = 1000
+"""A JSON schema's minItems, maxItems, minLength, maxLength, minProperties, maxProperties, and
+the counts in its patterns' {m,n}. The schema converter (llama-cpp-python's) writes n optional
+items as groups nested n deep, two rules a level, and llama.cpp refuses a group holding over
+2000 rules (`MAX_REPETITION_THRESHOLD`, src/llama-grammar.cpp:499): about 1000 is as far as
+such a grammar parses."""
+
+MAX_SCHEMA_PROPERTIES = 256
+"""Properties of one object in a JSON schema (the converter's rule for its optional ones grows
+with the square of their number)."""
+
+MAX_SCHEMA_ENTRIES = 1024
+"""Entries in one list of a JSON schema: enum, anyOf, oneOf, allOf, prefixItems, required."""
+
+MAX_SCHEMA_PATTERN_CHARS = 1024
+"""The longest regular expression (`pattern`) in a JSON schema."""
+
+MAX_GRAMMAR_CHARS = 1 << 18
+"""A GBNF grammar, given or made from a JSON schema: 262,144 characters."""
+
+MAX_GRAMMAR_DEPTH = 2048
+"""Groups nested in a grammar: llama.cpp's parser recurses twice per level on the C stack
+(about 450 bytes a level, measured: engine/grammar_bounds.py)."""
+
+MAX_GRAMMAR_RULES = 1 << 14
+"""Rules in a grammar once parsed (named, groups, and those repetitions add): llama.cpp walks
+chains of them recursively on the C stack (about 220 bytes a rule, measured: 3.6 MiB for these)."""
+
+GRAMMAR_STACK_BYTES = 64 << 20
+"""The stack llama.cpp parses a grammar on (a thread of its own, `grammar_bounds.on_parser_stack`):
+18x what MAX_GRAMMAR_RULES chained need, 70x MAX_GRAMMAR_DEPTH; reserved, not filled."""
+
+MAX_GRAMMAR_ELEMENTS = 1 << 21
+"""Symbols in a grammar once its repetitions are expanded (8 bytes each in llama.cpp)."""
+
+MAX_GRAMMAR_REPEAT = 2000
+"""`S{m,n}` in a grammar: llama.cpp's bound (`MAX_REPETITION_THRESHOLD`); a larger n would
+silently mean no bound there, so it is refused instead."""

@@ -16,7 +16,7 @@ import openai
 
 from spectui.cli import build_parser
 from spectui.serve.app import ServerState
-from spectui.serve.command import bind, build_server, load
+from spectui.serve.command import bind, build_server, finish, prepare
 
 DEADLINE = 60.0
 
@@ -43,8 +43,9 @@ def served(target: Path, draft: Path | None = None, *options: str, api_key: str 
         argv += ["--draft", str(draft)]
     args = build_parser().parse_args(argv)
     sock = bind(args.host, args.port)
-    state, session, _label = load(args, api_key)
-    server = build_server(args, state, session)
+    loading = prepare(args, api_key)
+    state = finish(loading)
+    server = build_server(args, loading)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + DEADLINE

@@ -20,6 +20,16 @@ def test_a_character_split_across_tokens_is_never_streamed_in_halves():
     assert pieces[data.index("😀".encode()) + 1] == []  # mid-emoji: nothing shown yet
 
 
+def test_a_reply_that_ends_inside_a_character_leaves_it_out():
+    """Cut by max_tokens after the first byte of '€': nothing of it is shown, not U+FFFD
+    (llama-server sends no incomplete character either); bytes that can never be UTF-8 still are."""
+    stream = TextStream()
+    shown = stream.feed(b"price: \xe2\x82", origin="target") + stream.flush()
+    assert "".join(p.text for p in shown) == stream.text == "price: "
+    broken = TextStream()
+    assert "".join(p.text for p in broken.feed(b"a\xffb", origin="target") + broken.flush()) == "a\ufffdb"
+
+
 def test_stop_string_spanning_tokens_is_held_back_then_cut():
     stream = TextStream(stop=["<END>"])
     shown = [p.text for c in [b"abc<", b"EN", b"D>tail"] for p in stream.feed(c, origin="model")]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import llama_cpp
 import numpy as np
 
-from spectui.engine import llama_log
+from spectui.engine import grammar_bounds, llama_log
 from spectui.errors import SpectuiError
 
 if TYPE_CHECKING:
@@ -54,21 +54,25 @@ class Grammar:
 
     @classmethod
     def compile(cls, model: LlamaModel, gbnf: str, root: str = ROOT, triggers: tuple[int, ...] = ()) -> Grammar:
-        """Parse `gbnf` against `model`'s vocabulary; `GrammarError` with llama.cpp's reason.
+        """Parse `gbnf` against `model`'s vocabulary; `GrammarError` with llama.cpp's reason, and
+        `GrammarTooLarge` (before llama.cpp sees it) for one past `grammar_bounds`'s limits.
 
         With `triggers` the grammar is lazy (`llama_sampler_init_grammar_lazy_patterns`, token
         triggers only): it allows every token until one of them is accepted, and holds from that
         token on, so the grammar's text must begin with the trigger's. Text patterns are not used:
         llama.cpp replays the text after a pattern into the grammar and aborts when it does not
         fit, which a token trigger whose text opens the grammar never meets."""
+        gbnf = grammar_bounds.check(gbnf)
         seen = llama_log.mark()
+        text, start = gbnf.encode("utf-8"), root.encode("utf-8")
         if triggers:
             tokens = (llama_cpp.llama_token * len(triggers))(*triggers)
-            handle = llama_cpp.llama_sampler_init_grammar_lazy_patterns(
-                model.vocab_handle, gbnf.encode("utf-8"), root.encode("utf-8"), None, 0, tokens, len(triggers))
+            handle = grammar_bounds.on_parser_stack(
+                lambda: llama_cpp.llama_sampler_init_grammar_lazy_patterns(
+                    model.vocab_handle, text, start, None, 0, tokens, len(triggers)))
         else:
-            handle = llama_cpp.llama_sampler_init_grammar(model.vocab_handle, gbnf.encode("utf-8"),
-                                                          root.encode("utf-8"))
+            handle = grammar_bounds.on_parser_stack(
+                lambda: llama_cpp.llama_sampler_init_grammar(model.vocab_handle, text, start))
         if not handle:
             said = [line.strip() for line in llama_log.since(seen) if line.strip()]
             reason = said[0] if said else "llama.cpp could not parse it"

@@ -1,7 +1,8 @@
 """Turn token bytes into streamed text: whole UTF-8 characters only, stop strings held back.
 
 A token may end in the middle of a multi-byte character; the incremental decoder keeps the
-partial bytes until the character completes. Text that could be the start of a stop string is
+partial bytes until the character completes (a reply that ends first leaves them out). Bytes
+that can never be UTF-8 become U+FFFD. Text that could be the start of a stop string is
 held back until it either completes the stop string (the reply ends before it) or cannot.
 """
 
@@ -44,12 +45,10 @@ class TextStream:
         return self._emit_until(len(self._text) - self._held_back())
 
     def flush(self) -> list[TextPiece]:
-        """At the end of a reply: release held-back text and any dangling partial character."""
-        if not self.stopped:
-            tail = self._decoder.decode(b"", final=True)
-            if tail:
-                self._text += tail
-                self._sources.append((len(self._text), TARGET))
+        """At the end of a reply: release held-back text. A character the last token only began
+        (a reply cut by max_tokens or the context) is left out, not shown as U+FFFD: its bytes
+        say nothing yet (llama-server never sends an incomplete character either)."""
+        self._decoder.reset()
         return self._emit_until(len(self._text))
 
     def _find_stop(self) -> int | None:

@@ -6,15 +6,19 @@
     POST /v1/completions      a raw prompt, continued
     GET  /metrics             Prometheus text
 
-A handler reads and checks the body on the event loop (size, JSON, fields), then hands the reply
-to the engine thread (`slot.ReplySlot`) and only awaits its events: no llama.cpp call ever runs
-here. The status line is sent once the reply core has said the prompt fits (`ReplyOpened`), so a
-prompt over the context is a 400 like llama-server's, not a broken stream.
+Every route answers from the moment the socket listens: while the models load, with llama-server's
+503 "Loading model" (`Serving.state` is None until then). A handler reads and checks the body on
+the event loop (size, JSON, fields, and `bounds`: what the request would make the server build or
+hold), then hands the reply to the engine thread (`slot.ReplySlot`) and only awaits its events: no
+llama.cpp call ever runs here. The status line is sent once the reply core has said the prompt
+fits (`ReplyOpened`), so a prompt over the context is a 400 like llama-server's, not a broken
+stream.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -30,7 +34,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from spectui.serve import responses, tools
+from spectui import limits
+from spectui.serve import bounds, responses, tools
 from spectui.serve.convert import Defaults, RequestError, reply_request
 from spectui.serve.metrics import CONTENT_TYPE, Metrics
 from spectui.serve.responses import HttpError, failure
@@ -61,9 +66,22 @@ class ServerState:
     model, answers whatever a client names, and so does spectui unless asked."""
     max_body: int = MAX_BODY_BYTES
     metrics: Metrics = field(default_factory=Metrics)
+    n_ctx: int = 0
+    """The target's context, which bounds a prompt's size (0: not checked before the engine)."""
 
 
-def build_app(state: ServerState, on_shutdown: Callable[[], None] | None = None) -> Starlette:
+@dataclass
+class Serving:
+    """What the app serves: None while the models load."""
+
+    state: ServerState | None = None
+
+
+LOADING = HttpError(503, "Loading model", "unavailable_error")
+"""llama-server's answer to every route before its model is loaded (tools/server/server-http.cpp)."""
+
+
+def build_app(serving: Serving, on_shutdown: Callable[[], None] | None = None) -> Starlette:
     routes = []
     for path, endpoint, methods in (("/health", health, ["GET"]), ("/models", models, ["GET"]),
                                     ("/chat/completions", chat_completions, ["POST"]),
@@ -78,7 +96,7 @@ def build_app(state: ServerState, on_shutdown: Callable[[], None] | None = None)
             await asyncio.to_thread(on_shutdown)
 
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_exception}, lifespan=lifespan)
-    app.state.serve = state
+    app.state.serve = serving
     return app
 
 
@@ -86,8 +104,15 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 
 def server(request: Request) -> ServerState:
-    state: ServerState = request.app.state.serve  # set by build_app (starlette's State is untyped)
+    """The loaded server's state (`answered` has made sure there is one)."""
+    state = serving(request).state
+    assert state is not None
     return state
+
+
+def serving(request: Request) -> Serving:
+    holder: Serving = request.app.state.serve  # set by build_app (starlette's State is untyped)
+    return holder
 
 
 async def http_exception(request: Request, error: Exception) -> Response:
@@ -103,7 +128,9 @@ def answered(route: str) -> Callable[[Handler], Handler]:
 
     def wrap(handler: Handler) -> Handler:
         async def endpoint(request: Request) -> Response:
-            state = server(request)
+            state = serving(request).state
+            if state is None:
+                return LOADING.response()
             try:
                 authorize(request, state)
                 response = await handler(request)
@@ -121,12 +148,28 @@ def answered(route: str) -> Callable[[Handler], Handler]:
 
 
 def authorize(request: Request, state: ServerState) -> None:
+    """`Authorization: Bearer KEY` (the scheme in any case, RFC 7235), a bare key there, or
+    `X-Api-Key: KEY`, as llama-server takes it. Compared as bytes (a header's bytes as sent, the
+    key's as UTF-8: Starlette's str of a header is its Latin-1 reading) and in constant time (of
+    their digests: the key's length stays unknown too)."""
     if state.api_key is None or request.url.path in PUBLIC_PATHS:
         return
-    given = request.headers.get("authorization") or request.headers.get("x-api-key") or ""
-    given = given.removeprefix("Bearer ").strip()
-    if not hmac.compare_digest(given.encode(), state.api_key.encode()):
+    given = presented_key(request.headers.raw)
+    expected = state.api_key.strip().encode("utf-8", "surrogateescape")  # argv's undecodable bytes as given
+    if not hmac.compare_digest(hashlib.sha256(given).digest(), hashlib.sha256(expected).digest()):
         raise HttpError(401, "Invalid API Key", "authentication_error", {"WWW-Authenticate": "Bearer"})
+
+
+def presented_key(headers: list[tuple[bytes, bytes]]) -> bytes:
+    """The key a request presents, as bytes: Authorization's (less a Bearer scheme), else X-Api-Key's."""
+    found: dict[bytes, bytes] = {}
+    for name, value in headers:  # names come lower-cased from the ASGI server; the first of each counts
+        found.setdefault(name, value)
+    value = found.get(b"authorization", b"").strip() or found.get(b"x-api-key", b"").strip()
+    scheme, _, rest = value.partition(b" ")
+    if scheme.lower() == b"bearer":
+        return rest.strip()
+    return value
 
 
 # ----- the simple routes ------------------------------------------------------------------------
@@ -169,6 +212,10 @@ async def completions(request: Request) -> Response:
 async def reply(request: Request, kind: type[ChatRequest] | type[CompletionRequest]) -> Response:
     state = server(request)
     body = parse(kind, await read_json(request, state.max_body))
+    try:
+        bounds.check_body(body, state.n_ctx)
+    except bounds.TooLarge as error:
+        raise HttpError(400, str(error)) from None
     check_model(body.model, state)
     tool_plan = None
     build = partial(reply_request, body, defaults=state.defaults)
@@ -212,6 +259,10 @@ def parse(kind: type[ChatRequest] | type[CompletionRequest], data: object) -> Ch
     if not isinstance(data, dict):
         raise HttpError(400, "the body must be a JSON object")
     try:
+        bounds.check_json(data)
+    except bounds.TooLarge as error:
+        raise HttpError(400, str(error)) from None
+    try:
         body = kind.model_validate(data)
         check_supported(body)
     except ValidationError as error:
@@ -238,9 +289,17 @@ async def read_json(request: Request, limit: int) -> object:
     except ClientDisconnect:
         raise HttpError(400, "the client went away before sending the whole body") from None
     try:
-        return json.loads(b"".join(chunks))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        return json.loads(b"".join(chunks), parse_constant=_not_json)
+    except RecursionError:
+        raise HttpError(400, f"the body nests arrays and objects over {limits.MAX_JSON_DEPTH} deep, the most this "
+                             "server reads (MAX_JSON_DEPTH)") from None
+    except ValueError as error:  # not UTF-8, not JSON, NaN, an integer of over 4300 digits
         raise HttpError(400, f"the body is not valid JSON ({error})") from None
+
+
+def _not_json(name: str) -> object:
+    """NaN, Infinity and -Infinity are Python's, not JSON's (llama-server refuses them too)."""
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def check_model(name: str | None, state: ServerState) -> None:

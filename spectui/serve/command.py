@@ -1,8 +1,9 @@
 """`spectui serve`: load a pair, warm it up, and answer OpenAI-compatible requests with it.
 
 It binds 127.0.0.1 by default; any other address needs an API key (`--api-key` or
-`SPECTUI_API_KEY`), since whoever reaches the port runs the models. The socket is bound before the
-models load, so a port in use is one line at once, not after a minute of loading. Ctrl+C stops
+`SPECTUI_API_KEY`), since whoever reaches the port runs the models. The socket is bound and served
+before the models load, so a port in use is one line at once, not after a minute of loading, and
+`/health` says 503 "Loading model" (as llama-server does) until they are in. Ctrl+C stops
 taking requests and lets the replies under way (and those waiting) finish, for at most
 `--drain-seconds`; a second Ctrl+C stops at once. Either way the models are freed and the exit
 code is 0.
@@ -15,12 +16,22 @@ import ipaddress
 import os
 import socket
 import sys
+import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from spectui.errors import SpectuiError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from spectui.engine.generator import Generator
+    from spectui.serve.app import ServerState, Serving
+    from spectui.serve.draining import DrainingServer
+    from spectui.serve.slot import ReplySlot
+    from spectui.session.loaded import EngineSession
+    from spectui.session.memory import MemoryPlan
+    from spectui.session.options import ModelChoice
 
 API_KEY_ENV = "SPECTUI_API_KEY"
 DEFAULT_PORT = 8080
@@ -71,23 +82,36 @@ def serve_command(args: argparse.Namespace) -> int:
                            f"set an API key with --api-key KEY or {API_KEY_ENV}, or keep the default 127.0.0.1")
     sock = bind(args.host, args.port)
     try:
-        state, session, label = load(args, key)
+        loading = prepare(args, key)
     except BaseException:
         sock.close()
         raise
-    return run(args, sock, state, session, label)
+    return run(args, sock, loading)
 
 
-def load(args: argparse.Namespace, key: str | None):  # type: ignore[no-untyped-def]
-    """Load the pair and warm it up (weights touched, K = auto seeded) on the engine thread, where
-    every reply will run (see `serve.slot`), and make the server's state."""
-    from spectui.chat.template import ChatFormat
-    from spectui.engine.config import recommended_sampling
-    from spectui.engine.generator import load_generator
-    from spectui.serve.app import ServerState
-    from spectui.serve.convert import Defaults
+@dataclass
+class Loading:
+    """A pair on its way in: what is known before the load (the files, the plan, the engine
+    thread), what the app serves (nothing until `finish`), and why the load failed, if it did."""
+
+    args: argparse.Namespace
+    key: str | None
+    choice: ModelChoice
+    plan: MemoryPlan
+    label: str
+    threads: int
+    session: EngineSession
+    slot: ReplySlot
+    serving: Serving
+    error: BaseException | None = None
+
+
+def prepare(args: argparse.Namespace, key: str | None) -> Loading:
+    """Everything before the load itself: the files and their memory plan (one line when they
+    will not do), and the engine thread the load and every reply will run on."""
+    from spectui.serve.app import Serving
     from spectui.serve.slot import ReplySlot
-    from spectui.session import baseline, machine, memory
+    from spectui.session import machine, memory
     from spectui.session.loaded import EngineSession
     from spectui.session.options import models_from_args
 
@@ -99,12 +123,25 @@ def load(args: argparse.Namespace, key: str | None):  # type: ignore[no-untyped-
     threads = args.threads or machine.default_threads(machine.LoadMeter().sample())
     print(f"spectui serve: loading {label} ({threads} thread{'s' if threads > 1 else ''}) ...", file=sys.stderr)
     session = EngineSession()
-    slot = ReplySlot(session, args.max_waiting)
+    return Loading(args, key, choice, plan, label, threads, session, ReplySlot(session, args.max_waiting), Serving())
+
+
+def finish(loading: Loading) -> ServerState:
+    """Load the pair and warm it up (weights touched, K = auto seeded) on the engine thread, where
+    every reply will run (see `serve.slot`); then the app serves it. Its `ServerState`."""
+    from spectui.chat.template import ChatFormat
+    from spectui.engine.config import recommended_sampling
+    from spectui.engine.generator import load_generator
+    from spectui.serve.app import ServerState
+    from spectui.serve.convert import Defaults
+    from spectui.session import baseline
+
+    args, choice, plan, session, slot = loading.args, loading.choice, loading.plan, loading.session, loading.slot
 
     def load_and_warm_up() -> Generator:
         generator = load_generator(choice.target, plan.apply(choice.drafter), n_ctx=args.ctx,
-                                   n_gpu_layers=plan.n_gpu_layers, n_threads=threads, rpc=args.rpc or choice.rpc,
-                                   tensor_split=args.tensor_split)
+                                   n_gpu_layers=plan.n_gpu_layers, n_threads=loading.threads,
+                                   rpc=args.rpc or choice.rpc, tensor_split=args.tensor_split)
         chat_format = session.install(generator, "chat")
         if not args.no_warm_up:
             text = baseline.COMPLETION_PROMPT if chat_format.is_completion else baseline.CALIBRATION_PROMPT
@@ -133,9 +170,11 @@ def load(args: argparse.Namespace, key: str | None):  # type: ignore[no-untyped-
                  "n_ctx": generator.target.n_ctx, "n_vocab": generator.target.n_vocab,
                  "template": ChatFormat.from_model(generator.target, "chat").description},
     }
-    state = ServerState(slot, defaults, model_id, model_info, aliases, key, args.strict_model)
+    state = ServerState(slot, defaults, model_id, model_info, aliases, loading.key, args.strict_model,
+                        n_ctx=generator.target.n_ctx)
     state.slot.on_done = lambda done: state.metrics.reply(done.figures)
-    return state, session, label
+    loading.serving.state = state
+    return state
 
 
 def _user(text: str):  # type: ignore[no-untyped-def]
@@ -153,23 +192,50 @@ def _overridden(sampling, args: argparse.Namespace):  # type: ignore[no-untyped-
     return replace(sampling, **changes)
 
 
-def run(args: argparse.Namespace, sock: socket.socket, state, session, label: str) -> int:  # type: ignore[no-untyped-def]
-    server = build_server(args, state, session)
+def run(args: argparse.Namespace, sock: socket.socket, loading: Loading) -> int:
+    """Serve from now on (503 "Loading model" until the pair is in), load it on a thread of its
+    own, and return when the server stops; a failed load stops it and is raised here."""
+    server = build_server(args, loading)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    print(f"spectui serve: {label} as model {state.model_id!r} on http://{shown}:{port}/v1"
-          f"{' (API key required)' if state.api_key else ''}; Ctrl+C stops", file=sys.stderr, flush=True)
+
+    def ready(state: ServerState) -> None:
+        print(f"spectui serve: {loading.label} as model {state.model_id!r} on http://{shown}:{port}/v1"
+              f"{' (API key required)' if state.api_key else ''}; Ctrl+C stops", file=sys.stderr, flush=True)
+
+    load_in_background(loading, server, ready)
     try:
         server.run(sockets=[sock])
     finally:
         sock.close()
+    if loading.error is not None:
+        raise loading.error
     if server.interrupted:
         print("spectui serve: stopped", file=sys.stderr)
     return 0
 
 
-def build_server(args: argparse.Namespace, state, session):  # type: ignore[no-untyped-def]
-    """The uvicorn server for the loaded state; it frees the models when it shuts down."""
+def load_in_background(loading: Loading, server: DrainingServer,
+                       ready: Callable[[ServerState], None] = lambda _state: None) -> threading.Thread:
+    """`finish` the load on a thread of its own while `server` answers; a failure is kept in
+    `loading.error` and stops the server."""
+
+    def load() -> None:
+        try:
+            state = finish(loading)
+        except BaseException as error:  # raised again on the main thread, once the server stopped
+            loading.error = error
+            server.should_exit = True
+            return
+        ready(state)
+
+    thread = threading.Thread(target=load, name="spectui-load", daemon=True)
+    thread.start()
+    return thread
+
+
+def build_server(args: argparse.Namespace, loading: Loading) -> DrainingServer:
+    """The uvicorn server for the app `loading` will fill; it frees the models when it shuts down."""
     import uvicorn
 
     from spectui.serve.app import build_app
@@ -177,10 +243,13 @@ def build_server(args: argparse.Namespace, state, session):  # type: ignore[no-u
 
     def shut_down() -> None:
         """Stop every reply, then free the models on the engine thread."""
-        if not state.slot.close(timeout=10.0, last=session.close):
+        if loading.serving.state is None:  # stopped while loading (or the load failed): nothing to wait for
+            loading.slot.close(timeout=0.0, last=loading.session.close)
+            return
+        if not loading.slot.close(timeout=10.0, last=loading.session.close):
             print("spectui serve: a reply did not stop in time; exiting without freeing the models", file=sys.stderr)
 
-    app = build_app(state, on_shutdown=shut_down)
+    app = build_app(loading.serving, on_shutdown=shut_down)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                             timeout_graceful_shutdown=args.drain_seconds, timeout_keep_alive=30)
     return DrainingServer(config)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,11 @@ if TYPE_CHECKING:
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 """OpenAI's roles as the chat template knows them (`developer` is the newer name for system)."""
+
+
+TOKEN_ID = re.compile(r"-?[0-9]+")
+"""A logit_bias key that is a token id (ASCII digits: `str.isdigit` takes "²", which `int` refuses);
+any other key is a text whose tokens are biased, as llama-server reads it (`strtol` of the whole key)."""
 
 
 class RequestError(SpectuiError):
@@ -85,10 +91,11 @@ def sampling_config(body: Sampling, defaults: SamplingConfig) -> SamplingConfig:
 
 def max_tokens_of(body: Sampling, default: int | None, n_ctx: int) -> int:
     """max_completion_tokens, else max_tokens, else llama-server's n_predict, else `default`;
-    -1 or 0 (or no default) mean "as long as the context allows", as llama-server reads -1."""
+    -1 (or no default) means "as long as the context allows", as llama-server reads -1 (0 is
+    refused by `schema.check_supported`)."""
     for value in (body.max_completion_tokens, body.max_tokens, body.n_predict, default):
         if value is not None:
-            return n_ctx if value <= 0 else value
+            return n_ctx if value < 0 else value
     return n_ctx
 
 
@@ -182,7 +189,7 @@ def _bias_tokens(key: object, target: object) -> list[int]:
     n_vocab = target.n_vocab  # type: ignore[attr-defined]
     if isinstance(key, int) and not isinstance(key, bool):
         token = key
-    elif isinstance(key, str) and key.lstrip("-").isdigit():
+    elif isinstance(key, str) and TOKEN_ID.fullmatch(key):
         token = int(key)
     elif isinstance(key, str) and key:
         return list(target.tokenize(key, add_special=False, parse_special=False))  # type: ignore[attr-defined]

@@ -141,6 +141,10 @@ def check_supported(body: Sampling) -> None:
         if getattr(body, name):
             raise Unsupported(f"{name} is not supported: spectui keeps the target model's own distribution; "
                               "leave it out or set it to 0")
+    for name in ("max_completion_tokens", "max_tokens", "n_predict"):
+        if getattr(body, name) == 0:  # OpenAI refuses it; llama-server would decode a token anyway
+            raise Unsupported(f"{name} = 0 asks for no tokens: give 1 or more, or -1 (or leave it out) for a reply "
+                              "until the end token or a full context")
     if body.repeat_penalty not in (None, 1.0):
         raise Unsupported("repeat_penalty is not supported: leave it out or set it to 1")
     if isinstance(body, ChatRequest):

@@ -176,19 +176,37 @@ class ReplySlot:
                 job.run()
                 continue
             started = time.monotonic()
+            last: list[ReplyEvent | Failed] = []
             try:
                 if not job.cancel.is_set():
                     job.started.set()
-                    self._run(job)
+                    last = self._run(job)
             finally:
-                job.post(None)
+                # The slot is free before anyone hears that the reply ended: a client that asks
+                # again as soon as it has its answer (or its 400) must find it free, not busy.
                 with self._lock:
                     self._pending -= 1
                     self._live.discard(job)
                     if job.started.is_set():  # the last few replies decide the wait a refusal suggests
                         self._reply_seconds = 0.7 * self._reply_seconds + 0.3 * (time.monotonic() - started)
+                self._finish(job, last)
 
-    def _run(self, job: Job) -> None:
+    def _finish(self, job: Job, last: list[ReplyEvent | Failed]) -> None:
+        """Tell `on_done` and then the client (the last events, then the end)."""
+        try:
+            done = [event for event in last if isinstance(event, ReplyDone)]
+            if done and self.on_done is not None:
+                self.on_done(done[0])
+        except Exception as error:  # reported to the request's handler, which answers with it
+            last = [*last, Failed(error)]
+        finally:
+            if last:
+                job.post(last)
+            job.post(None)
+
+    def _run(self, job: Job) -> list[ReplyEvent | Failed]:
+        """Run the reply, posting its events as they come, all but the last batch (the one with
+        its end, `ReplyDone` or `Failed`), which is returned."""
         batch: list[ReplyEvent | Failed] = []
         first_text = True
         try:
@@ -199,15 +217,16 @@ class ReplySlot:
                         batch = []
                     continue
                 batch.append(event)
-                # the prompt's verdict, the first text (the time to first token) and the end go at once
-                if isinstance(event, ReplyOpened | ReplyDone) or (isinstance(event, ReplyPiece) and first_text):
+                if isinstance(event, ReplyDone):
+                    continue  # held until the slot is free (`_work`)
+                # the prompt's verdict and the first text (the time to first token) go at once
+                if isinstance(event, ReplyOpened) or (isinstance(event, ReplyPiece) and first_text):
                     first_text = first_text and not isinstance(event, ReplyPiece)
                     job.post(batch)
                     batch = []
-                if isinstance(event, ReplyDone) and self.on_done is not None:
-                    self.on_done(event)
         except Exception as error:  # reported to the request's handler, which answers with it
-            job.post([*batch, Failed(error)])
+            return [*batch, Failed(error)]
+        return batch
 
     def _events(self, job: Job):  # type: ignore[no-untyped-def]
         with self.session.lock:
