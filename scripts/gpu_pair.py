@@ -6,7 +6,7 @@ For scripts/gpu_check.sh's benchmarks on a GPU machine, where nothing can be fet
 of a real 7B verify pass (its matrices, F16, on the device), not its text. `qwen25-7b` has
 Qwen2.5-7B's shape on llama.cpp's `llama` architecture: hidden 3584, FFN 18944, 28 layers, 28
 query heads over 4 KV heads (head size 128), a 152,064-token vocabulary, untied output: 7.6B
-parameters, 15.2 GB. `small` is the same recipe at width 256 and 8 layers (the CPU check).
+parameters, 15.2 GB. `small` is the same recipe at width 256, 8 layers and 32k tokens (the CPU check).
 
 The draft is the target's token embeddings, output head and first layer (a 1-layer model of the
 same width: per token about 11 % of the target's weights read, the output head being most of it),
@@ -47,7 +47,7 @@ class Shape:
 
 SHAPES = {
     "qwen25-7b": Shape(n_embd=3584, n_ff=18944, n_layer=28, n_head=28, n_head_kv=4, n_vocab=152064),
-    "small": Shape(n_embd=256, n_ff=1024, n_layer=8, n_head=4, n_head_kv=2, n_vocab=152064),
+    "small": Shape(n_embd=256, n_ff=1024, n_layer=8, n_head=4, n_head_kv=2, n_vocab=32000),
 }
 TEMPLATES = 3
 """Distinct random layers, reused in turn."""
