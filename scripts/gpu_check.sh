@@ -39,7 +39,7 @@ set -uo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$here"
-mode=gpu reuse_venv=0 budget=570 stages="deps,build,tools,tests,bench" workers=0 tests_override=""
+preload="" mode=gpu reuse_venv=0 budget=570 stages="deps,build,tools,tests,bench" workers=0 tests_override=""
 while (( $# )); do
     case "$1" in
         --cpu) mode=cpu ;;
@@ -61,6 +61,7 @@ final="${OUT:-$gpu/out-$tag}"
 OUT="$gpu/results-$tag"
 rm -rf "$OUT"
 mkdir -p "$OUT" "$final"
+rm -f "$final/gpu_check.log" "$final/stages.tsv" "$final/tests.log" "$final/results.tar.gz"
 if [[ $mode == gpu ]]; then
     PY="${PYTHON:-python3}"
     site="$gpu/site"
@@ -69,7 +70,8 @@ if [[ $mode == gpu ]]; then
     # The first H100 run (docs/BENCHMARKS.md): llama_model_load_from_file crashed in
     # llama_model::print_info inside the std::ostream code libggml-cuda.so carries a copy of,
     # unless the system's libstdc++ was preloaded.
-    if [[ -f /lib/x86_64-linux-gnu/libstdc++.so.6 ]]; then export LD_PRELOAD=/lib/x86_64-linux-gnu/libstdc++.so.6; fi
+    # Given to what loads models (doctor, tests, benchmarks), not to the compilers.
+    [[ -f /lib/x86_64-linux-gnu/libstdc++.so.6 ]] && preload=/lib/x86_64-linux-gnu/libstdc++.so.6
 else
     PY="${PYTHON:-/work/main/.venv/bin/python}"
     site="$gpu/cpu-site"
@@ -124,7 +126,7 @@ facts() {
     nvcc --version 2>&1 | tail -2
     cmake --version | head -1; ninja --version 2>&1
     grep -m1 "model name" /proc/cpuinfo; grep -o -w -m1 amx_int8 /proc/cpuinfo
-    echo "LD_PRELOAD=${LD_PRELOAD:-}"
+    echo "LD_PRELOAD for what loads models: ${preload:-none}"
     "$PY" -m pip --version
     "$PY" -m pip list 2>/dev/null | grep -i -E "^(numpy|scipy|pytest|hypothesis|jinja2|scikit-build-core|typing.extensions|huggingface.hub|filelock|prometheus.client|httpx|rich|markdown.it.py|pyyaml|tqdm|anyio|click|h11) "
 }
@@ -173,7 +175,7 @@ stage_build() {
     "$PY" -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --upgrade --target "$site" \
         "$here" || return 1
     rm -rf "$site/spectui"  # the checkout's own spectui (PYTHONPATH) is the one tested; the install checked the metadata
-    "$PY" -m spectui doctor || return 1
+    LD_PRELOAD=$preload "$PY" -m spectui doctor || return 1
 }
 
 llama_bin() {
@@ -205,6 +207,7 @@ LOSSLESS_TESTS="tests/test_engine.py tests/test_lossless_sampling.py tests/test_
  tests/test_scripted_target.py"
 
 stage_tests() {
+    export LD_PRELOAD=$preload
     [[ -n $tests_override ]] && LOSSLESS_TESTS=$tests_override
     # Seeds: every rng in these files is seeded by a constant in the test (numpy default_rng(...),
     # tiny models' weights), hypothesis by --hypothesis-seed, Python's hashing by PYTHONHASHSEED.
@@ -237,6 +240,7 @@ step() {
 }
 
 stage_bench() {
+    export LD_PRELOAD=$preload
     bench_status=0
     cat "$OUT/pair.json" || return 1
     local target draft tokens=128 repeat=2
@@ -301,5 +305,17 @@ cat "$OUT/stages.tsv" | tee -a "$OUT/gpu_check.log"
 if [[ -f "$OUT/tests.log" ]]; then
     echo "---- tests (short summary) ----"; sed -n '/short test summary/,$p' "$OUT/tests.log" | cut -c1-300 | tail -40
 fi
-[[ -f "$OUT/bench.log" ]] && { echo "---- bench ----"; grep -E "^(spectui|llama|host|memory|  )" "$OUT/bench.log" | tail -40; }
+if [[ -s "$OUT/near_ties.jsonl" ]]; then
+    echo "---- divergences from speculation-off's reply (each checked as a near-tie) ----"
+    "$PY" - "$OUT/near_ties.jsonl" <<'EOF'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+for r in rows[-12:]:
+    print(f"{r['label'][:60]}: token {r['position']}, rows differ by {r['rounding']:.3g} (bound {r['bound']:.3g}), "
+          f"margins {r['margin_1row']:.3g} / {r['margin_verify_row']:.3g}")
+print(f"{len(rows)} divergences; largest row difference {max(r['rounding'] for r in rows):.3g}, "
+      f"largest 1-row margin {max(r['margin_1row'] for r in rows):.3g}")
+EOF
+fi
+[[ -f "$OUT/bench.log" ]] && { echo "---- bench ----"; grep -E "^(spectui|llama|host|memory|goal|  )" "$OUT/bench.log" | tail -40; }
 deliver
