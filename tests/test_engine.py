@@ -258,3 +258,28 @@ def test_a_baseline_probe_decodes_its_tokens_without_speculation_and_changes_not
     assert cycles[:8] == probes and any(c.drafted for c in cycles[8:])
     assert final.stats.probe_tokens == 8 and final.stats.probe_tps > 0
     assert final.stats.decode_tokens == len(final.tokens) - 1 - 8  # the probe is timed apart
+
+
+def test_common_prefix_is_the_token_by_token_walks_for_lists_tuples_and_every_split():
+    """`LlamaModel.common_prefix` compares whole lists first (a drafter asks every cycle with
+    the whole context); the answer is still the walk's: where the two part, if they do."""
+    from types import SimpleNamespace
+
+    def walk(cached, tokens):
+        n = 0
+        for a, b in zip(cached, tokens, strict=False):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    rng = np.random.default_rng(3)
+    cached = rng.integers(0, 50, 300).tolist()
+    model = SimpleNamespace(cached=cached)
+    cases = [[*cached, 1, 2], cached, cached[:-1], [], cached[:120], (*cached, 4)]
+    for split in (0, 1, 150, 299):
+        changed = list(cached)
+        changed[split] += 1
+        cases += [changed, changed[: split + 1], tuple(changed)]
+    for tokens in cases:
+        assert LlamaModel.common_prefix(model, tokens) == walk(cached, tokens)
