@@ -172,9 +172,11 @@ stage_build() {
             --target "$site" --config-settings=build-dir="$build_dir" "$src" || return 1
         echo "$cmake_args" > "$site/.llama-flags"
     fi
+    # spectui itself (its metadata and entry point; a setuptools older than pyproject asks for
+    # would stop only this: the tests and benchmarks use the checkout, first on PYTHONPATH)
     "$PY" -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --upgrade --target "$site" \
-        "$here" || return 1
-    rm -rf "$site/spectui"  # the checkout's own spectui (PYTHONPATH) is the one tested; the install checked the metadata
+        "$here" || echo "gpu_check: spectui's own install failed (above); the checkout is used"
+    rm -rf "$site/spectui"
     LD_PRELOAD=$preload "$PY" -m spectui doctor || return 1
 }
 
