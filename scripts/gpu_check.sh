@@ -9,7 +9,9 @@
 # build/gpu/results-<mode>/ on the machine.
 #
 #   scripts/gpu_prepare.sh                      # first, on a machine with internet (writes build/gpu/)
-#   scripts/gpu_check.sh                        # on the GPU machine (device tool: carry ["build/gpu"])
+#   scripts/gpu_check.sh                        # on the GPU machine; the device tool's carry:
+#       ["build/gpu/llama_cpp_python-0.3.36-trimmed.tar.xz", "build/gpu/wheels"] (7.5 MiB; not all
+#       of build/gpu, which a --cpu run fills with hundreds of MB), timeout_s 600
 #   scripts/gpu_check.sh --cpu                  # the same stages on this CPU machine, CPU build
 #   scripts/gpu_check.sh --cpu --reuse-venv     # ... with the .venv's llama-cpp-python (no build)
 #   scripts/gpu_check.sh --stages bench         # only some stages: deps,build,tools,tests,bench

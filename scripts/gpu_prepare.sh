@@ -15,7 +15,8 @@
 #     lacks (its list: /work/.library/device/KINDS.md, "Python packages already there"), for
 #     CPython 3.12 on manylinux x86-64, at the versions this checkout's .venv holds.
 #
-# Then send build/gpu with the command (the device tool's `carry: ["build/gpu"]`) and run
+# Then send these two with the command (the device tool's `carry:
+# ["build/gpu/llama_cpp_python-0.3.36-trimmed.tar.xz", "build/gpu/wheels"]`) and run
 # `scripts/gpu_check.sh` there. Environment: LLAMA_CPP_SDIST_TGZ (the sdist tarball; default
 # /work/src/llama_cpp_python-0.3.36.tar.gz, else pip downloads it), PYTHON (default .venv/bin/python).
 set -euo pipefail
