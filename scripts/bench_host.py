@@ -20,8 +20,11 @@ have. `partial` drafts with the first of two layers (acceptance well below 1).
 
 Each round runs every (vocab, T, K) on the OLD code path and the NEW one, interleaved and in
 alternating order, so a neighbour's load falls on both alike: the figure is the median per cycle
-over the rounds. OLD is the code before issue #27 (kept callable here: `old_path()` lists what it
-swaps back): `sampling.reference_distribution` (a partition of the whole row) and a fresh
+over the rounds. OLD is the code before an issue's change (kept callable here: `old_path()` lists
+what it swaps back), `--old 39` (the default) the code before issue #39: `sampling.top_k_ids`
+from a strided sample (the floor it gives, a comparison of the whole row with it, the ids that
+passed) instead of the row's column maxima; `--old 27` the code before issue #27:
+`sampling.reference_distribution` (a partition of the whole row) and a fresh
 `np.ctypeslib.as_array` for every logits view. Both paths must emit the same tokens (same seed): the
 `same` column says so, and a difference fails the run.
 
@@ -74,13 +77,48 @@ def write_pair(directory: Path, n_vocab: int, agreement: str) -> tuple[Path, Pat
     return folder / "target.gguf", folder / "draft.gguf"
 
 
+def strided_top_k_ids(logits, k: int):
+    """`sampling.top_k_ids` before issue #39: the k-th largest of every 32nd logit as a floor,
+    the ids at or above it (a comparison of the whole row into a reused boolean row, and the
+    scan for the ones that passed), then a partition of those few."""
+    import numpy as np
+
+    from spectui.engine import sampling
+
+    n_vocab = logits.shape[-1]
+    sample = logits[::32]
+    if n_vocab < sampling.FAST_FROM_VOCAB or sample.size < 2 * k:
+        return np.argpartition(logits, -k)[-k:]
+    floor = np.partition(sample, -k)[-k]
+    mask = _STRIDED_MASK.get(n_vocab)
+    if mask is None:
+        mask = _STRIDED_MASK[n_vocab] = np.empty(n_vocab, dtype=bool)
+    candidates = np.flatnonzero(np.greater_equal(logits, floor, out=mask))
+    if candidates.size < k:
+        return np.argpartition(logits, -k)[-k:]
+    return candidates[np.argpartition(logits[candidates], -k)[-k:]]
+
+
+_STRIDED_MASK: dict = {}
+OLD = "39"
+"""Which earlier code `old_path` swaps in (`--old`)."""
+
+
 @contextlib.contextmanager
 def old_path() -> Iterator[None]:
-    """The host code as it was before issue #27, swapped in for the duration."""
+    """The host code as it was before issue #39 (or #27, `--old 27`), swapped in for the duration."""
     import numpy as np
 
     from spectui.engine import model, sampling
 
+    if OLD == "39":
+        saved_top_k = sampling.top_k_ids
+        sampling.top_k_ids = strided_top_k_ids
+        try:
+            yield
+        finally:
+            sampling.top_k_ids = saved_top_k
+        return
     saved = sampling.distribution, model.LlamaModel._logits_view
     sampling.distribution = sampling.reference_distribution
     model.LlamaModel._logits_view = lambda self, first, n: np.ctypeslib.as_array(first, shape=(n, self.n_vocab))
@@ -306,12 +344,16 @@ def main() -> int:
     parser.add_argument("--n-gpu-layers", type=int, default=None,
                         help="layers on the GPU (default: all of them where llama.cpp has a GPU backend, else 0)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    parser.add_argument("--old", choices=("39", "27"), default="39",
+                        help="the earlier code to compare with: before issue #39 (default) or #27")
     parser.add_argument("--agreement", choices=("full", "partial"), default="full")
     parser.add_argument("--dir", type=Path, default=None, help="keep the generated models here (default: a temp dir)")
     parser.add_argument("--json", type=Path, default=None, help="write the rows and the machine here")
     parser.add_argument("--llama-sampling", action="store_true",
                         help="instead: argmax/top-k by llama.cpp's backend sampling against numpy, per pass")
     args = parser.parse_args()
+    global OLD
+    OLD = args.old
     if args.llama_sampling:
         with tempfile.TemporaryDirectory(prefix="bench-host-") as scratch:
             found = llama_side(args, args.dir or Path(scratch))

@@ -9,6 +9,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from numerics import RowRecorder
 from scipy.stats import chisquare
 
 from spectui.engine import sampling, speculative
@@ -110,8 +111,13 @@ GREEDY = SamplingConfig(temperature=0.0)
 
 def greedy_continuation(path, context: list[int], n: int) -> list[int]:
     """The target's own greedy tokens after `context`, from a fresh model."""
-    with LlamaModel.load(path, n_ctx=512) as fresh:
+    return recorded_continuation(path, context, n)[0]
+
+
+def recorded_continuation(path, context: list[int], n: int) -> tuple[list[int], dict]:
+    """`greedy_continuation`, with the rows it read (1-row passes after the prompt's), by context."""
+    with LlamaModel.load(path, n_ctx=512) as fresh, RowRecorder(fresh) as recorder:
         out: list[int] = []
         for _ in range(n):
             out.append(int(np.argmax(fresh.sync(context + out))))
-        return out
+        return out, recorder.rows

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 from conftest import EOS_PROMPT
-from numerics import assert_same_evaluation
+from numerics import GreedyReference, assert_same_evaluation
 
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.drafters.base import FixedBudget
@@ -37,13 +37,14 @@ def run(gen: Generator, prompt: str, k, max_tokens: int = 48, **sampling) -> tup
 
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_greedy_speculation_equals_target_greedy_for_every_k(generator, prompt):
-    baseline, _ = run(generator, prompt, 0)
+    """Token for token on the CPU; on a GPU, where a verify pass rounds unlike a 1-row pass, the
+    reply may leave the target's only at a near-tie (numerics.GreedyReference)."""
+    baseline = GreedyReference(generator.target, generator.target.tokenize(prompt),
+                               lambda: run(generator, prompt, 0)[0], label=repr(prompt))
     assert len(baseline.tokens) >= 8
     drafted_any = False
     for k in [1, 2, 3, 4, 5, 6, 7, 8, AUTO]:
-        spec, _ = run(generator, prompt, k)
-        assert spec.tokens == baseline.tokens, f"K={k} diverged from the target's greedy output"
-        assert spec.text == baseline.text
+        spec = baseline.check(lambda k=k: run(generator, prompt, k)[0], label=f"K={k}")
         drafted_any |= spec.stats.drafted > 0
         if k != AUTO:
             assert 0 < spec.stats.acceptance_rate < 1
@@ -54,14 +55,23 @@ def test_greedy_speculation_equals_target_greedy_for_every_k(generator, prompt):
 def test_eos_inside_an_accepted_draft_run_ends_the_reply_identically(eos_pair):
     gen = load_generator(eos_pair.target, eos_pair.draft, n_ctx=512)
     try:
-        baseline, _ = run(gen, EOS_PROMPT, 0, max_tokens=64)
-        assert baseline.reason == "eos"
+        baseline = GreedyReference(gen.target, gen.target.tokenize(EOS_PROMPT),
+                                   lambda: run(gen, EOS_PROMPT, 0, max_tokens=64)[0], label="eos")
+        assert baseline.result.reason == "eos"
         assert 6 <= len(baseline.tokens) < 64
         ended_mid_draft = 0
         for k in range(1, 9):
-            spec, events = run(gen, EOS_PROMPT, k, max_tokens=64)
+            events: list = []
+
+            def reply(k=k, events=events):
+                final, seen = run(gen, EOS_PROMPT, k, max_tokens=64)
+                events.extend(seen)
+                return final
+
+            spec = baseline.check(reply, label=f"K={k}")
+            if spec.tokens != baseline.tokens:  # a GPU's near-tie (checked): the rest is another reply
+                continue
             assert spec.reason == "eos"
-            assert spec.tokens == baseline.tokens
             last_cycle = [e for e in events if isinstance(e, Progress)][-1].cycle
             # EOS was itself an accepted draft token: the cycle took fewer tokens than it accepted.
             ended_mid_draft += last_cycle.emitted < last_cycle.accepted
@@ -248,3 +258,28 @@ def test_a_baseline_probe_decodes_its_tokens_without_speculation_and_changes_not
     assert cycles[:8] == probes and any(c.drafted for c in cycles[8:])
     assert final.stats.probe_tokens == 8 and final.stats.probe_tps > 0
     assert final.stats.decode_tokens == len(final.tokens) - 1 - 8  # the probe is timed apart
+
+
+def test_common_prefix_is_the_token_by_token_walks_for_lists_tuples_and_every_split():
+    """`LlamaModel.common_prefix` compares whole lists first (a drafter asks every cycle with
+    the whole context); the answer is still the walk's: where the two part, if they do."""
+    from types import SimpleNamespace
+
+    def walk(cached, tokens):
+        n = 0
+        for a, b in zip(cached, tokens, strict=False):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    rng = np.random.default_rng(3)
+    cached = rng.integers(0, 50, 300).tolist()
+    model = SimpleNamespace(cached=cached)
+    cases = [[*cached, 1, 2], cached, cached[:-1], [], cached[:120], (*cached, 4)]
+    for split in (0, 1, 150, 299):
+        changed = list(cached)
+        changed[split] += 1
+        cases += [changed, changed[: split + 1], tuple(changed)]
+    for tokens in cases:
+        assert LlamaModel.common_prefix(model, tokens) == walk(cached, tokens)

@@ -16,7 +16,7 @@ import pytest
 import tiny_bigram
 import tiny_dflash
 import tiny_eagle3
-from numerics import assert_same_distribution, assert_same_evaluation
+from numerics import GreedyReference, assert_same_distribution, assert_same_evaluation
 
 from spectui.cli import main
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
@@ -107,12 +107,12 @@ def test_greedy_speculation_equals_the_target_alone(targets, heads, kind, target
     gen = load(targets, heads, kind, target)
     try:
         for prompt in PROMPTS:
-            baseline = run(gen, prompt, 0)
+            baseline = GreedyReference(gen.target, gen.target.tokenize(prompt),
+                                       lambda prompt=prompt: run(gen, prompt, 0),
+                                       label=f"{kind} on {target}, {prompt!r}")
             assert len(baseline.tokens) == 48
-            for k in [1, 2, 3, AUTO]:
-                spec = run(gen, prompt, k)
-                assert spec.tokens == baseline.tokens, f"{kind} on {target}, K={k} diverged on {prompt!r}"
-                assert spec.text == baseline.text
+            for k in [1, 2, 3, AUTO]:  # the same reply, or a GPU's near-tie
+                baseline.check(lambda prompt=prompt, k=k: run(gen, prompt, k), label=f"K={k}")
         if target == "qwen35":
             assert gen.target.rewind_counts.get("snapshot", 0) > 0  # the hybrid rolled back
         if kind == "eagle3":

@@ -13,7 +13,7 @@ import lossless
 import numpy as np
 import pytest
 import tiny_hybrid
-from numerics import assert_same_evaluation
+from numerics import GreedyReference, assert_same_evaluation
 from tiny_gguf import TinyPair
 
 from spectui.engine import llama_log, recurrent
@@ -128,12 +128,11 @@ def test_snapshot_rollback_within_the_last_decode_is_exact_and_single_use(hybrid
 
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_greedy_speculation_equals_target_greedy_for_every_k(generator, prompt):
-    baseline, _ = run(generator, prompt, 0)
+    baseline = GreedyReference(generator.target, generator.target.tokenize(prompt),
+                               lambda: run(generator, prompt, 0)[0], label=repr(prompt))
     assert len(baseline.tokens) >= 8
     for k in [1, 2, 3, 4, 5, 6, 7, 8, AUTO]:
-        spec, _ = run(generator, prompt, k)
-        assert spec.tokens == baseline.tokens, f"K={k} diverged from the target's greedy output"
-        assert spec.text == baseline.text
+        spec = baseline.check(lambda k=k: run(generator, prompt, k)[0], label=f"K={k}")  # or a GPU's near-tie
         if k != AUTO:
             assert 0 < spec.stats.acceptance_rate < 1
     # The target undid rejected drafts with snapshots only; the draft went back by checkpoints.

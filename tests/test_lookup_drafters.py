@@ -17,6 +17,7 @@ from itertools import pairwise
 import numpy as np
 import pytest
 from lossless import N_STEPS, PURE, chi_square_pvalue, exact_distribution
+from numerics import GreedyReference
 from textual.widgets import Static
 from ui_harness import SIZE, GatedApp, RecordingApp, figures_text, held, options, ready, run_async, send, shown, until
 
@@ -91,14 +92,12 @@ def lookup_counts(final: Finished) -> tuple[int, int]:
 def test_greedy_output_is_the_targets_for_every_lookup_kind_and_k(gen, ungated, which, text, loop):
     generator = gen if which == "gated" else ungated
     prompt = loop_prompt(gen, text) if loop else gen.target.tokenize(text)
-    baseline = reply(generator, prompt, 0)
+    baseline = GreedyReference(generator.target, prompt, lambda: reply(generator, prompt, 0), label=f"{which} {text!r}")
     assert len(baseline.tokens) >= 16
     proposed = accepted = 0
     for kind in KINDS:
-        for k in [1, 2, 3, 4, 5, 6, 7, 8, AUTO]:
-            final = reply(generator, prompt, k, kind)
-            assert final.tokens == baseline.tokens, f"{kind} at K={k} diverged from the target's greedy output"
-            assert final.text == baseline.text
+        for k in [1, 2, 3, 4, 5, 6, 7, 8, AUTO]:  # the same reply, or a GPU's near-tie
+            final = baseline.check(lambda kind=kind, k=k: reply(generator, prompt, k, kind), label=f"{kind} K={k}")
             assert set(final.stats.by_source) <= set(kind.split("+"))
             mine = lookup_counts(final)
             proposed, accepted = proposed + mine[0], accepted + mine[1]

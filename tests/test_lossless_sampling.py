@@ -39,12 +39,13 @@ def test_the_same_check_catches_a_resample_from_p_instead_of_the_residual(tiny_p
 
 
 def test_the_fast_top_k_path_keeps_the_loop_exact(tiny_pair, monkeypatch):
-    """`sampling.distribution` takes its strided-sample path (issue #27) only past 100k tokens;
-    lowered to 0, with a stride of 2, the tiny models' 277-token rows take it, target and draft alike."""
-    monkeypatch.setattr(sampling, "SAMPLE_STRIDE", 2)
+    """`sampling.distribution` takes its column-maxima path (issues #27, #39) only past 100k
+    tokens; lowered to 0, with 2 stripes, the tiny models' 277-token rows take it, target and
+    draft alike."""
+    monkeypatch.setattr(sampling, "STRIPES", 2)
     monkeypatch.setattr(sampling, "FAST_FROM_VOCAB", 0)
     fast_rows = []
-    mask = sampling._mask
-    monkeypatch.setattr(sampling, "_mask", lambda n: fast_rows.append(n) or mask(n))
+    by_columns = sampling._top_k_by_columns
+    monkeypatch.setattr(sampling, "_top_k_by_columns", lambda row, k: fast_rows.append(k) or by_columns(row, k))
     assert_reproduces_the_target(tiny_pair, PROCESSED)
     assert len(fast_rows) > N_STEPS  # every step read at least one row on the fast path

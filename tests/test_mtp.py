@@ -14,7 +14,7 @@ import lossless
 import pytest
 import tiny_mtp
 from mtp_runs import PROMPTS, THREADS, MtpPair, first_proposal, greedy_acceptance, run
-from numerics import assert_same_distribution, assert_same_evaluation
+from numerics import GreedyReference, assert_same_distribution, assert_same_evaluation
 from tiny_gguf import write_header_model
 
 from spectui.catalog import record
@@ -65,12 +65,11 @@ def test_a_target_with_heads_drafts_with_them_by_default(generator):
 
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_greedy_speculation_equals_the_target_alone(generator, prompt):
-    baseline = run(generator, prompt, 0)
+    baseline = GreedyReference(generator.target, generator.target.tokenize(prompt),
+                               lambda: run(generator, prompt, 0), label=repr(prompt))
     assert len(baseline.tokens) == 48
     for k in [1, 2, 3, AUTO]:
-        spec = run(generator, prompt, k)
-        assert spec.tokens == baseline.tokens, f"K={k} diverged from the target's greedy output"
-        assert spec.text == baseline.text
+        baseline.check(lambda k=k: run(generator, prompt, k), label=f"K={k}")  # same, or a GPU's near-tie
     assert generator.drafters["mtp"].rows.missing == 0
 
 

@@ -11,7 +11,7 @@ import lossless
 import pytest
 import tiny_gemma4
 from mtp_runs import THREADS, MtpPair, first_proposal, greedy_acceptance, run
-from numerics import assert_same_distribution, assert_same_evaluation
+from numerics import GreedyReference, assert_same_distribution, assert_same_evaluation
 from tiny_gguf import TinyPair
 
 from spectui.engine.config import AUTO
@@ -46,11 +46,11 @@ def test_the_sidecar_drafts_as_mtp_on_the_targets_cache(generator):
 
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_greedy_speculation_with_the_assistant_equals_the_target_alone(generator, prompt):
-    baseline = run(generator, prompt, 0)
+    baseline = GreedyReference(generator.target, generator.target.tokenize(prompt),
+                               lambda: run(generator, prompt, 0), label=repr(prompt))
     assert len(baseline.tokens) == 48
     for k in [1, 2, 3, AUTO]:
-        spec = run(generator, prompt, k)
-        assert spec.tokens == baseline.tokens, f"K={k} diverged from the target's greedy output"
+        baseline.check(lambda k=k: run(generator, prompt, k), label=f"K={k}")  # same, or a GPU's near-tie
     assert generator.drafters["mtp"].queue == []  # nothing to read: the cache is the target's
 
 

@@ -1,6 +1,6 @@
 """The fast processed distribution is the reference one: same probabilities, bit for bit.
 
-`sampling.distribution` finds the top-k ids from a strided sample of the row instead of
+`sampling.distribution` finds the top-k ids from the row's column maxima instead of
 partitioning all of it (issue #27: host time per cycle on a GPU). Held here to
 `sampling.reference_distribution` (the processing written plainly) on random rows of real
 vocabulary sizes, with ties (quantized logits), ties exactly at the k-th value, masked (-inf)
@@ -75,13 +75,29 @@ def test_top_k_ids_keeps_the_k_largest_values_even_when_they_tie_at_the_boundary
 
 def test_a_row_with_nan_falls_back_to_the_plain_partition() -> None:
     logits = rows(40000, 3)["normal"]
-    logits[::7] = np.nan  # every sampled logit is NaN: the sample's floor compares false everywhere
+    logits[::7] = np.nan  # every column holds a NaN
     ids = sampling.top_k_ids(logits, 40)
     assert np.array_equal(np.sort(ids), np.sort(np.argpartition(logits, -40)[-40:]))
 
 
+def test_one_nan_anywhere_falls_back_and_the_logits_past_the_grid_count() -> None:
+    """A single NaN (in any column) takes the plain partition, as numpy's own would pick it; the
+    < STRIPES logits past the (STRIPES, n // STRIPES) grid are candidates like the rest."""
+    n_vocab = 50_000 + sampling.STRIPES - 1  # the most logits past the grid
+    for where in (0, 12_345, n_vocab - 1):
+        logits = rows(n_vocab, 4)["normal"]
+        logits[where] = np.nan
+        ids = sampling.top_k_ids(logits, 40)
+        assert np.array_equal(np.sort(ids), np.sort(np.argpartition(logits, -40)[-40:])), where
+    logits = rows(n_vocab, 5)["normal"]
+    logits[-(sampling.STRIPES - 1):] = 100.0 + np.arange(sampling.STRIPES - 1)  # the best all past the grid
+    ids = sampling.top_k_ids(logits, 40)
+    assert set(range(n_vocab - sampling.STRIPES + 1, n_vocab)) <= set(ids.tolist())
+    assert np.array_equal(np.sort(logits[ids]), np.sort(logits)[-40:])
+
+
 def test_small_vocabularies_take_the_plain_partition(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Below 2k sampled logits there is nothing to cut, and below FAST_FROM_VOCAB the plain
+    """Below 2k columns there is nothing to cut, and below FAST_FROM_VOCAB the plain
     partition is as fast: both run it (a test that wants the fast path on the tiny models lowers
     both, as test_lossless_sampling does)."""
     logits = rows(277, 5)["normal"]
@@ -91,8 +107,9 @@ def test_small_vocabularies_take_the_plain_partition(monkeypatch: pytest.MonkeyP
     assert np.array_equal(sampling.top_k_ids(row, 40), np.argpartition(row, -40)[-40:])
 
 
-def test_threads_do_not_share_the_reused_mask() -> None:
-    """Each thread reuses its own boolean row: two generators sampling at once never mix them."""
+def test_threads_sampling_at_once_get_their_own_distributions() -> None:
+    """The fast path keeps no state between calls (an earlier one reused a boolean row per
+    thread): generators sampling at once never mix their rows."""
     cfg = CONFIGS[0]
     logits = [rows(60000, seed)["normal"] for seed in range(8)]
     expected = [sampling.reference_distribution(row, cfg) for row in logits]

@@ -19,8 +19,17 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from lossless import GREEDY, PROCESSED, PROMPT, PURE, chi_square_pvalue, exact_distribution, greedy_continuation
-from numerics import assert_same_evaluation
+from lossless import (
+    GREEDY,
+    PROCESSED,
+    PROMPT,
+    PURE,
+    chi_square_pvalue,
+    exact_distribution,
+    greedy_continuation,
+    recorded_continuation,
+)
+from numerics import RowRecorder, assert_same_evaluation, assert_same_or_near_tie
 
 from spectui.engine import sampling, speculative, tree
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
@@ -194,13 +203,16 @@ def tree_script(truth: list[int], offset: int, shape: str):
 @pytest.mark.parametrize("shape", ["fan", "caterpillar", "binary"])
 def test_greedy_output_is_the_targets_for_trees_of_several_shapes(tiny_pair, target, shape):
     prompt = target.tokenize("Hello there, what is in the")
-    truth = greedy_continuation(tiny_pair.target, prompt, 40)
+    truth, truth_rows = recorded_continuation(tiny_pair.target, prompt, 40)
     target.reset()
     drafter = ScriptedDrafter(tree_script(truth, len(prompt), shape))
     gen = Generator(target, {"scripted": drafter}, "scripted")
-    events = list(gen.generate(prompt, GenerationConfig(max_tokens=32, sampling=GREEDY), DraftControl(16)))
+    with RowRecorder(target) as recorder:
+        events = list(gen.generate(prompt, GenerationConfig(max_tokens=32, sampling=GREEDY), DraftControl(16)))
     final = events[-1]
-    assert isinstance(final, Finished) and list(final.tokens) == truth[:32]
+    assert isinstance(final, Finished)
+    if assert_same_or_near_tie(prompt, truth[:32], truth_rows, final.tokens, recorder.rows, label=shape):
+        return  # a GPU's near-tie (checked): the proposals were built around the other reply
     # The right token was not always the first child: the walk went down later siblings.
     trees = [f for f in drafter.feedbacks if f.path]
     assert trees and any(f.path != list(range(len(f.path))) for f in trees)

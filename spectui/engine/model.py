@@ -267,11 +267,17 @@ class LlamaModel(ModelVocabulary, TreeCache):
         self._live_rewinder.keep_checkpoint(len(self.cached), again=True)
 
     def common_prefix(self, tokens: Sequence[int]) -> int:
-        n = 0
-        for a, b in zip(self.cached, tokens, strict=False):
+        """Cached tokens that `tokens` starts with. A drafter asks every cycle with the whole
+        context, which usually extends the cache: one list comparison (C speed) says so before a
+        token-by-token walk (~50 us per 1,000 tokens in Python) looks for where they part."""
+        cached = self.cached
+        n = min(len(cached), len(tokens))
+        head = tokens[:n]
+        if (cached if n == len(cached) else cached[:n]) == (head if isinstance(head, list) else list(head)):
+            return n
+        for i, (a, b) in enumerate(zip(cached, tokens, strict=False)):
             if a != b:
-                break
-            n += 1
+                return i
         return n
 
     def kept_on_sync(self, tokens: Sequence[int]) -> int:

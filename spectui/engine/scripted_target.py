@@ -7,6 +7,11 @@ a cache as a real target does (the tokens decoded so far) and refuses what a rea
 (decoding past the context, keeping more than it holds), so a step that misuses its target fails
 here too. What needs llama.cpp itself (its rollback, its batch shapes, a GGUF's vocabulary) stays
 with the tiny real models.
+
+`batch_rounding` emulates a backend whose results depend on the batch (a GPU: cuBLAS rounds a
+multi-row product differently from a 1-row one): the logits of a pass of n > 1 tokens are the
+script's plus a perturbation of at most that much per logit, fixed by n and the context, so a
+verify pass and speculation-off's 1-row passes can disagree at a near-tie, as on such a backend.
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ Script = Callable[[Sequence[int]], np.ndarray]
 
 class ScriptedTarget(ReplyTarget):
     def __init__(self, script: Script, n_vocab: int, *, n_ctx: int = 4096, eog: Collection[int] = (),
-                 max_undo: int = 64) -> None:
+                 max_undo: int = 64, batch_rounding: float = 0.0) -> None:
         self.script = script
+        self.batch_rounding = batch_rounding
         self.n_vocab = n_vocab
         self.n_ctx = n_ctx
         self.n_seqs = 1
@@ -72,7 +78,16 @@ class ScriptedTarget(ReplyTarget):
         self.cached.extend(int(t) for t in tokens)
         self.passes += 1
         ends = range(start + len(tokens) - n_logits + 1, start + len(tokens) + 1)
-        return np.stack([self.logits(self.cached[:end]) for end in ends])
+        return np.stack([self._rounded(self.cached[:end], len(tokens)) for end in ends])
+
+    def _rounded(self, context: Sequence[int], n_tokens: int) -> np.ndarray:
+        """The logits as a pass of `n_tokens` tokens returns them: the script's for one token,
+        perturbed by up to `batch_rounding` (drawn from n_tokens and the context) for more."""
+        row = self.logits(context)
+        if self.batch_rounding and n_tokens > 1:
+            noise = np.random.default_rng([n_tokens, len(context), *context[-4:]]).uniform(-1.0, 1.0, self.n_vocab)
+            row = row + (self.batch_rounding * noise).astype(np.float32)
+        return row
 
     def verify_tree(self, tokens: Sequence[int], parents: Sequence[int]) -> np.ndarray:
         raise NotImplementedError("the scripted target verifies chains only (can_verify_trees is False)")
