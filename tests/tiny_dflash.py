@@ -71,7 +71,7 @@ class DFlashSpec:
     mask_token: int | None = MASK_ID
     markov_rank: int = 0
     """DSpark: a Markov head of this rank (`markov_w1`/`markov_w2`) favouring sigma(previous token)."""
-    markov_scale: float = 2.0
+    markov_scale: float = 5.0
     sample_from_anchor: bool | None = None
     """DSpark: `dflash.sample_from_anchor` (None: the key absent, which llama.cpp reads as true)."""
     selector_top_k: int = 0
