@@ -110,14 +110,15 @@ def test_the_markov_head_carries_the_chain_down_the_block(targets, tmp_path):
 # ----- q and exactness at T > 0 --------------------------------------------------------------------
 
 
-def test_the_markov_shift_is_the_bias_difference_the_graph_would_have_added(heads):
-    markov = MarkovHead.read(heads["dspark", "llama"], n_vocab=64)
-    w1, w2 = markov.w1, markov.w2
-    assert np.allclose(markov.bias(7), w2 @ w1[7])
+def test_the_markov_shift_is_the_bias_difference_the_graph_would_have_added(targets, heads):
+    markov = MarkovHead.read(heads["dspark", "llama"], n_vocab=targets["llama"].n_vocab)
+    written = tiny_dflash.head_weights(targets["llama"], tiny_dflash.DFlashSpec(markov_rank=16), 3, 5)
+    w1, w2 = written["markov_w1.weight"], written["markov_w2.weight"]
+    assert np.array_equal(markov.w1(7), w1[7]) and np.array_equal(markov.w2, w2)  # read back as written
     assert not markov.shift(7, 7).any()  # at T = 0 the chain is the graph's own: no correction
     # float32 sums of 16 products taken in another order: equal to a few ulps of values ~5
-    assert np.allclose(markov.shift(7, 9), w2 @ (w1[9] - w1[7]), atol=1e-5)
-    reduced = MarkovHead(w1, w2[:5], scale=2.0, d2t=np.array([3, 1, 4, 0, 2]), n_vocab=6)
+    assert np.allclose(markov.shift(7, 9), w2 @ w1[9] - w2 @ w1[7], atol=1e-5)
+    reduced = MarkovHead.from_arrays(w1, w2[:5], scale=2.0, d2t=np.array([3, 1, 4, 0, 2]), n_vocab=6)
     full = reduced.bias(7)
     assert full[5] == 0.0 and np.allclose(full[[3, 1, 4, 0, 2]], 2.0 * w2[:5] @ w1[7])
 

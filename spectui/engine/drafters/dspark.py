@@ -30,7 +30,7 @@ DFlash's (`dflash.DFlashDrafter`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -51,54 +51,73 @@ SOURCE = "dspark"
 KIND = KINDS[SOURCE]
 
 
-def read_tensor(reader: object, name: str) -> np.ndarray | None:
-    """A tensor of a `gguf.GGUFReader` as float32, numpy shape = llama.cpp's ne reversed."""
+def _dequantize(tensor: object, row: int | None = None) -> np.ndarray:
+    """A `gguf.ReaderTensor` (or one of its rows) as float32, numpy shape = llama.cpp's ne reversed:
+    a row of a quantized tensor is whole blocks, so a row dequantizes on its own."""
     import gguf
 
-    assert isinstance(reader, gguf.GGUFReader)
-    for tensor in reader.tensors:
-        if tensor.name == name:
-            data = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
-            shape = tuple(int(n) for n in reversed(tensor.shape.tolist()))
-            return np.asarray(data, dtype=np.float32).reshape(shape)
-    return None
+    assert isinstance(tensor, gguf.ReaderTensor)
+    raw = tensor.data if row is None else tensor.data[row]
+    data = np.asarray(gguf.quants.dequantize(raw, tensor.tensor_type), dtype=np.float32)
+    shape = tuple(int(n) for n in reversed(tensor.shape.tolist()))
+    return data.reshape(shape if row is None else shape[-1])
 
 
 class MarkovHead:
-    """W1, W2 (and W2's scale, and the reduced vocabulary's d2t) of a DSpark head, for the bias
-    difference between two previous tokens."""
+    """W1, W2 (and W2's scale, and a reduced vocabulary's d2t) of a DSpark head, for the bias
+    difference between two previous tokens. Read lazily from the file: W1 a row at a time, W2
+    (n_vocab x rank, float32 on the host) at the first correction, so greedy drafting copies
+    nothing."""
 
-    def __init__(self, w1: np.ndarray, w2: np.ndarray, scale: float = 1.0, d2t: np.ndarray | None = None,
-                 n_vocab: int | None = None) -> None:
-        self.w1, self.w2, self.scale = w1, w2, scale
+    def __init__(self, w1: Callable[[int], np.ndarray], w2: Callable[[], np.ndarray], scale: float = 1.0,
+                 d2t: np.ndarray | None = None, n_vocab: int = 0) -> None:
+        self._w1, self._load_w2 = w1, w2
+        self._w2: np.ndarray | None = None
+        self.scale = scale
         self.d2t = d2t.astype(np.int64) if d2t is not None else None
-        self.n_vocab = n_vocab if n_vocab is not None else w2.shape[0]
+        self.n_vocab = n_vocab
+
+    @classmethod
+    def from_arrays(cls, w1: np.ndarray, w2: np.ndarray, scale: float = 1.0, d2t: np.ndarray | None = None,
+                    n_vocab: int | None = None) -> MarkovHead:
+        return cls(lambda t: w1[t], lambda: w2, scale, d2t, w2.shape[0] if n_vocab is None else n_vocab)
 
     @classmethod
     def read(cls, path: Path, n_vocab: int) -> MarkovHead:
         import gguf
 
-        reader = gguf.GGUFReader(str(path))
-        w1, w2 = read_tensor(reader, "markov_w1.weight"), read_tensor(reader, "markov_w2.weight")
+        tensors = {t.name: t for t in gguf.GGUFReader(str(path)).tensors}
+        w1, w2 = tensors.get("markov_w1.weight"), tensors.get("markov_w2.weight")
         if w1 is None or w2 is None:
             raise ModelLoadError(f"{path.name} has no Markov head (markov_w1 / markov_w2); it is not a DSpark head")
-        scale = read_tensor(reader, "markov_w2.scale")
-        d2t = read_tensor(reader, "d2t")
-        return cls(w1, w2, float(scale.reshape(-1)[0]) if scale is not None else 1.0, d2t, n_vocab)
+        scale, d2t = tensors.get("markov_w2.scale"), tensors.get("d2t")
+        return cls(lambda t: _dequantize(w1, t), lambda: _dequantize(w2),
+                   float(_dequantize(scale).reshape(-1)[0]) if scale is not None else 1.0,
+                   np.asarray(d2t.data) if d2t is not None else None, n_vocab)
 
-    def bias(self, prev: int) -> np.ndarray:
-        """The graph's bias for the row after `prev`, over the target's vocabulary."""
-        draft: np.ndarray = self.scale * (self.w2 @ self.w1[prev])
+    @property
+    def w2(self) -> np.ndarray:
+        if self._w2 is None:
+            self._w2 = self._load_w2()
+        return self._w2
+
+    def w1(self, token: int) -> np.ndarray:
+        return self._w1(token)
+
+    def _scatter(self, draft: np.ndarray) -> np.ndarray:
         if self.d2t is None:
             return draft
         full = np.zeros(self.n_vocab, dtype=np.float32)
         full[self.d2t] = draft
         return full
 
+    def bias(self, prev: int) -> np.ndarray:
+        """The graph's bias for the row after `prev`, over the target's vocabulary."""
+        return self._scatter(self.scale * (self.w2 @ self.w1(prev)))
+
     def shift(self, chained: int, drafted: int) -> np.ndarray:
         """What to add to a row the graph chained on `chained` to chain it on `drafted`."""
-        shift: np.ndarray = self.bias(drafted) - self.bias(chained)
-        return shift
+        return self._scatter(self.scale * (self.w2 @ (self.w1(drafted) - self.w1(chained))))
 
 
 class DSparkDrafter(DFlashDrafter):
