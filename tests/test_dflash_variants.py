@@ -23,6 +23,7 @@ from spectui.engine.drafters import DrafterSpec
 from spectui.engine.drafters.base import FixedBudget
 from spectui.engine.drafters.dspark import MarkovHead
 from spectui.engine.generator import load_generator
+from spectui.engine.gguf_file import read_header
 from spectui.engine.heads import HeadFacts, TargetFacts, misfit, read_head
 
 KINDS = ("dspark", "dflash2")
@@ -203,3 +204,24 @@ def test_bench_json_names_the_head_drafter(targets, heads, kind, spectui_home, c
     assert (row["drafter"], row["drafter_label"], row["identical"]) == (
         kind, f"{LABELS[kind]} {kind}-llama.gguf", True)
     assert row["by_drafter"][kind]["proposed"] > 0
+
+
+# ----- the catalog knows the kinds -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_pair_with_a_variant_head_drafts_as_its_kind(targets, heads, kind):
+    from spectui.catalog.checks import check_drafter
+    from spectui.catalog.local.inspect import info_from_header
+    from spectui.catalog.pull import drafter_of
+    from spectui.errors import IncompatibleDraftError
+    from spectui.session.options import pair_drafter_kind
+
+    head = heads[kind, "llama"]
+    assert drafter_of(head) == kind and pair_drafter_kind(kind, "auto") == kind
+    assert info_from_header(read_header(head), head.name).drafter == kind
+    check_drafter(targets["llama"].path, head, kind)
+    with pytest.raises(IncompatibleDraftError) as caught:
+        check_drafter(targets["llama"].path, head, "dflash")
+    assert str(caught.value) == (f"{kind}-llama.gguf is not a DFlash head (architecture 'dflash'); "
+                                 "name the dflash GGUF or set the pair's drafter to match")
