@@ -225,3 +225,23 @@ def test_a_pair_with_a_variant_head_drafts_as_its_kind(targets, heads, kind):
         check_drafter(targets["llama"].path, head, "dflash")
     assert str(caught.value) == (f"{kind}-llama.gguf is not a DFlash head (architecture 'dflash'); "
                                  "name the dflash GGUF or set the pair's drafter to match")
+
+
+def test_a_bonus_anchor_dspark_head_drafts_from_the_mask_rows(targets, tmp_path):
+    """`dflash.sample_from_anchor` false (SpecForge exports): row 0 passes through, rows 1..k draft
+    (block_size - 1 at most, as DFlash), and greedy speculation still equals the target alone."""
+    target = targets["llama"]
+    path = tiny_dflash.write_dflash_head(tmp_path / "dspark-bonus.gguf", target,
+                                         tiny_dflash.DFlashSpec(markov_rank=16, sample_from_anchor=False))
+    assert read_head(path).sample_from_anchor is False
+    gen = load_generator(target.path, DrafterSpec("dspark", path), n_ctx=1024, n_threads=THREADS)
+    try:
+        assert gen.drafters["dspark"].max_k == 7
+        for prompt in heads_test.PROMPTS[:2]:
+            baseline = run(gen, prompt, 0)
+            for k in (1, 7):
+                assert run(gen, prompt, k).tokens == baseline.tokens
+        acceptance, drafted = greedy_acceptance(gen, ks=(3,))
+    finally:
+        gen.close()
+    assert drafted >= 50 and acceptance > 0.15

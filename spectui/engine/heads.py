@@ -165,7 +165,8 @@ def head_from_header(header: gguf_file.GGUFHeader) -> HeadFacts:
         causal=meta.get(f"{arch}.attention.causal") is True, variant=variant,
         markov="markov_w1.weight" in header.tensor_names,
         sample_from_anchor=meta.get(f"{arch}.sample_from_anchor", True) is True,
-        has_block_size=f"{arch}.block_size" in meta or arch != "dflash", selector_top_k=_int(meta, f"{arch}.selector_top_k"),
+        has_block_size=f"{arch}.block_size" in meta or arch != "dflash",
+        selector_top_k=_int(meta, f"{arch}.selector_top_k"),
         has_selector="selector_hidden.weight" in header.tensor_names,
     )
 
