@@ -25,6 +25,7 @@ from spectui.engine.drafters.dspark import MarkovHead
 from spectui.engine.generator import load_generator
 from spectui.engine.gguf_file import read_header
 from spectui.engine.heads import HeadFacts, TargetFacts, misfit, read_head
+from spectui.session import memory
 
 KINDS = ("dspark", "dflash2")
 TARGETS = ("llama", "qwen35")
@@ -221,6 +222,8 @@ def test_a_pair_with_a_variant_head_drafts_as_its_kind(targets, heads, kind):
     assert drafter_of(head) == kind and pair_drafter_kind(kind, "auto") == kind
     assert info_from_header(read_header(head), head.name).drafter == kind
     check_drafter(targets["llama"].path, head, kind)
+    footprint = memory.read_footprint(head)  # sized as the DFlash head it is: three tapped layers, f32
+    assert footprint.extra_bytes == 3 * 64 * memory.TAP_ROWS * 4 and footprint.arch == "dflash"
     with pytest.raises(IncompatibleDraftError) as caught:
         check_drafter(targets["llama"].path, head, "dflash")
     assert str(caught.value) == (f"{kind}-llama.gguf is not a DFlash head (architecture 'dflash'); "
