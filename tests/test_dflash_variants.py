@@ -9,13 +9,12 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import lossless
 import numpy as np
 import pytest
-import test_feature_heads as heads_test
-import test_lossless_sampling as lossless
 import tiny_bigram
 import tiny_dflash
-from test_feature_heads import THREADS, greedy_acceptance, load, pair, run
+from head_runs import PROMPTS, THREADS, greedy_acceptance, load, pair, run, use_the_hybrid_target
 
 from spectui.cli import main
 from spectui.engine.config import AUTO, SamplingConfig
@@ -80,7 +79,7 @@ def test_a_plain_dflash_kind_names_the_kind_a_variant_head_drafts_as(targets, he
 def test_greedy_speculation_equals_the_target_alone(targets, heads, kind, target):
     gen = load(targets, heads, kind, target)
     try:
-        for prompt in heads_test.PROMPTS:
+        for prompt in PROMPTS:
             baseline = run(gen, prompt, 0)
             for k in [1, 3, 8, AUTO]:
                 spec = run(gen, prompt, k)
@@ -155,13 +154,13 @@ def test_a_drafted_token_off_the_argmax_gets_q_from_the_chain_it_took(targets, h
 @pytest.mark.parametrize("cfg", [lossless.PURE, lossless.PROCESSED], ids=["T1-pure", "T0.8-topk-topp-minp"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_rejection_sampling_with_the_head_reproduces_the_target(targets, heads, kind, cfg, monkeypatch):
-    heads_test.use_the_hybrid_target(monkeypatch)
+    use_the_hybrid_target(monkeypatch)
     lossless.assert_reproduces_the_target(pair(targets, heads, kind, "qwen35"), cfg)
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_same_check_catches_an_always_accept_rule(targets, heads, kind, monkeypatch):
-    heads_test.use_the_hybrid_target(monkeypatch)
+    use_the_hybrid_target(monkeypatch)
     lossless.assert_an_always_accept_rule_is_caught(pair(targets, heads, kind, "qwen35"), monkeypatch)
 
 
@@ -240,7 +239,7 @@ def test_a_bonus_anchor_dspark_head_drafts_from_the_mask_rows(targets, tmp_path)
     gen = load_generator(target.path, DrafterSpec("dspark", path), n_ctx=1024, n_threads=THREADS)
     try:
         assert gen.drafters["dspark"].max_k == 7
-        for prompt in heads_test.PROMPTS[:2]:
+        for prompt in PROMPTS[:2]:
             baseline = run(gen, prompt, 0)
             for k in (1, 7):
                 assert run(gen, prompt, k).tokens == baseline.tokens
