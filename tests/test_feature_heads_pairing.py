@@ -72,8 +72,8 @@ def test_misfit_names_each_reason_in_one_line():
                                             "h", "t")  # EAGLE-3 never reads the last layer's output
     assert misfit(replace(DFLASH, block_size=1), LLAMA, "h") == (
         "h has block size 1; a DFlash block needs room for one draft token")
-    assert misfit(replace(DFLASH, variant="a DSpark head (DFlash with a Markov head)"), LLAMA, "h") == (
-        "h is a DSpark head (DFlash with a Markov head), which spectui does not run; llama-server runs it "
+    assert misfit(replace(DFLASH, variant="a DeepSeek-V4 DSpark head"), LLAMA, "h") == (
+        "h is a DeepSeek-V4 DSpark head, which spectui does not run; llama-server runs it "
         "(--spec-type draft-dspark / draft-dflash), or pick a plain DFlash head")
 
 
@@ -94,7 +94,8 @@ def test_a_dspark_head_is_told_by_its_markov_tensor(tmp_path):
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    assert read_head(path).variant == "a DSpark head (DFlash with a Markov head)"
+    facts = read_head(path)
+    assert (facts.drafter, facts.kind_name, facts.variant, facts.max_draft) == ("dspark", "DSpark", None, 16)
 
 
 # ----- models on disk ------------------------------------------------------------------------------

@@ -69,6 +69,17 @@ class DFlashSpec:
     target_layers: tuple[int, ...] | None = None
     """None: (0, n_layer // 2, n_layer - 1); fc reads tap 0 (the constant) and the last tap."""
     mask_token: int | None = MASK_ID
+    markov_rank: int = 0
+    """DSpark: a Markov head of this rank (`markov_w1`/`markov_w2`) favouring sigma(previous token)."""
+    markov_scale: float = 5.0
+    sample_from_anchor: bool | None = None
+    """DSpark: `dflash.sample_from_anchor` (None: the key absent, which llama.cpp reads as true)."""
+    selector_top_k: int = 0
+    """DFlash2: a selector lattice over this many candidates per position (conv + selector tensors)."""
+    selector_rank: int = 16
+    selector_scale: float = 3.0
+    conv_kernel: int = 2
+    conv_group: int = 16
 
 
 def rope_theta(j: int) -> float:
@@ -95,7 +106,17 @@ def head_weights(target: BigramTarget, spec: DFlashSpec, n_taps: int, seed: int)
         np.add.at(output[:, TOKEN], favoured, spec.head_scale * content)
     np.add.at(output[:, FEATURE], sigma[sigma], spec.head_scale * projected / np.linalg.norm(projected, axis=1,
                                                                                               keepdims=True))
-    return {
+    extra: dict[str, np.ndarray] = {}
+    pairs = init.rng.standard_normal((n_vocab, max(spec.markov_rank, spec.selector_rank)))
+    pairs /= np.linalg.norm(pairs, axis=1, keepdims=True)
+    if spec.markov_rank:  # bias(prev)[v] = w2[v] . w1[prev]: highest at v = sigma(prev)
+        w1 = pairs[:, : spec.markov_rank]
+        w2 = np.zeros_like(w1)
+        w2[sigma] = spec.markov_scale * w1
+        extra |= {"markov_w1.weight": w1.astype(np.float32), "markov_w2.weight": w2.astype(np.float32)}
+    if spec.selector_top_k:
+        extra |= _selector(spec, pairs[:, : spec.selector_rank], sigma, d)
+    return extra | {
         "token_embd.weight": embeddings,
         "output.weight": output.astype(np.float32),
         "fc.weight": fc,
@@ -130,12 +151,40 @@ def _attention(d: int) -> dict[str, np.ndarray]:
             "blk.0.attn_v.weight": v, "blk.0.attn_output.weight": o}
 
 
+def _selector(spec: DFlashSpec, pairs: np.ndarray, sigma: np.ndarray, d: int) -> dict[str, np.ndarray]:
+    """DFlash2: identity convolutions (tap 0's base weight 1, no dynamic part) and a selector whose
+    pair score next[c] . (prev[p] * gate) is highest for c = sigma(p) (gate: the mask flag's
+    share of the normalised state, the same for every mask row)."""
+    groups = d // spec.conv_group
+    base = np.zeros((2, spec.conv_kernel, d), dtype=np.float32)
+    base[:, 0, :] = 1.0
+    proj = np.zeros((2 * spec.conv_kernel * groups, d), dtype=np.float32)
+    hidden = np.zeros((spec.selector_rank, d), dtype=np.float32)
+    hidden[:, MASK_FLAG] = spec.selector_scale
+    nxt = np.zeros_like(pairs)
+    nxt[sigma] = pairs
+    conv = {f"blk.0.{side}_conv_{part}": value for side in ("attn", "ffn")
+            for part, value in (("base", base), ("proj.weight", proj))}
+    return conv | {"selector_predecessor.weight": pairs.astype(np.float32),
+                   "selector_successor.weight": nxt.astype(np.float32), "selector_hidden.weight": hidden}
+
+
 def _norm_weights(spec: DFlashSpec) -> np.ndarray:
     w = ones(HEAD_DIM)
     w[N_ROT] = spec.copy_weight
     for j in range(3):
         w[j] = w[j + N_ROT // 2] = spec.seek_weight
     return w
+
+
+def write_dspark_head(path: Path, target: BigramTarget, spec: DFlashSpec | None = None, seed: int = 5) -> Path:
+    """A DSpark head: the DFlash head above with a Markov head of rank 16 (anchor-first layout)."""
+    return write_dflash_head(path, target, spec or DFlashSpec(markov_rank=16), seed)
+
+
+def write_dflash2_head(path: Path, target: BigramTarget, spec: DFlashSpec | None = None, seed: int = 5) -> Path:
+    """A DFlash2 head: the DFlash head above with a selector lattice over 4 candidates."""
+    return write_dflash_head(path, target, spec or DFlashSpec(selector_top_k=4), seed)
 
 
 def write_dflash_head(path: Path, target: BigramTarget, spec: DFlashSpec | None = None, seed: int = 5) -> Path:
@@ -164,6 +213,12 @@ def write_dflash_head(path: Path, target: BigramTarget, spec: DFlashSpec | None 
     add_tokenizer(writer, tuple(vocabulary()), 1)
     if spec.mask_token is not None:
         writer.add_uint32("tokenizer.ggml.mask_token_id", spec.mask_token)
+    if spec.sample_from_anchor is not None:
+        writer.add_bool("dflash.sample_from_anchor", spec.sample_from_anchor)
+    if spec.selector_top_k:
+        for key, value in (("selector_top_k", spec.selector_top_k), ("selector_rank", spec.selector_rank),
+                           ("conv_kernel_size", spec.conv_kernel), ("conv_group_size", spec.conv_group)):
+            writer.add_uint32(f"dflash.{key}", value)
     path.parent.mkdir(parents=True, exist_ok=True)
     _write(writer, weights)
     return path

@@ -61,7 +61,7 @@ def check_drafter(target: Path, draft: Path | None, drafter: str) -> None:
     if draft is None:
         raise IncompatibleDraftError(f"{target.name} has no draft model; name one or use MTP")
     check_distinct(target, draft)
-    if drafter in ("eagle3", "dflash"):
+    if drafter in ("eagle3", "dflash", "dspark", "dflash2"):
         check_head(target, draft, drafter)
         return
     if drafter == "mtp":
@@ -70,13 +70,12 @@ def check_drafter(target: Path, draft: Path | None, drafter: str) -> None:
 
 
 def check_head(target: Path, head: Path, drafter: str) -> None:
-    """The draft is an EAGLE-3 / DFlash head (as `drafter` says) that fits the target."""
-    from spectui.engine.archs import a_head
-    from spectui.engine.heads import check_files
+    """The draft is an EAGLE-3 / DFlash / DSpark / DFlash2 head (as `drafter` says) that fits the target."""
+    from spectui.engine.heads import a_head_kind, check_files, head_kind
 
     arch = architecture(gguf_file.read_metadata(head))
-    if arch != drafter:
-        raise IncompatibleDraftError(f"{head.name} is not {a_head(drafter)} (architecture {arch!r}); "
+    if head_kind(head) != drafter:
+        raise IncompatibleDraftError(f"{head.name} is not {a_head_kind(drafter)} (architecture {arch!r}); "
                                      f"name the {drafter} GGUF or set the pair's drafter to match")
     check_files(target, head)
 

@@ -39,7 +39,7 @@ def pull_command(args: argparse.Namespace) -> int:
 def _draft_line(drafter: str, draft: object) -> str:
     if drafter == "mtp":
         return f"mtp:    {draft}" if draft else "mtp:    the target's own MTP heads"
-    if drafter in ("eagle3", "dflash"):
+    if drafter in ("eagle3", "dflash", "dspark", "dflash2"):
         return f"head:   {draft}"
     return f"draft:  {draft}"
 

@@ -69,11 +69,12 @@ def pull_adhoc(
 
 
 def drafter_of(draft: Path) -> str:
-    """`eagle3` / `dflash` for such a head, else `model`: how an ad-hoc pair's draft drafts."""
-    from spectui.engine.heads import head_arch
+    """`eagle3` / `dflash` / `dspark` / `dflash2` for such a head, else `model`: how an ad-hoc
+    pair's draft drafts."""
+    from spectui.engine.heads import head_kind
 
     try:
-        return head_arch(draft) or "model"
+        return head_kind(draft) or "model"
     except SpectuiError:  # damaged: the checks that follow say so
         return "model"
 
@@ -165,6 +166,8 @@ _CHECK_NOTES = {
     "sidecar": "checking that the MTP assistant was made for the target",
     "eagle3": "checking that the EAGLE-3 head fits the target (width, layers, tokenizer)",
     "dflash": "checking that the DFlash head fits the target (width, layers, mask token, tokenizer)",
+    "dspark": "checking that the DSpark head fits the target (width, layers, mask token, block size, tokenizer)",
+    "dflash2": "checking that the DFlash2 head fits the target (width, layers, mask token, selector, tokenizer)",
 }
 
 

@@ -64,9 +64,9 @@ class PulledPair(BaseModel):
     """Draft file(s); the first is the one llama.cpp opens. For `drafter = "mtp"`: the MTP
     assistant sidecar, or empty when the target carries its own MTP heads."""
 
-    drafter: Literal["model", "mtp", "eagle3", "dflash"] = "model"
+    drafter: Literal["model", "mtp", "eagle3", "dflash", "dspark", "dflash2"] = "model"
     """`model`: a separate draft GGUF; `mtp`: the target's MTP heads or an MTP sidecar;
-    `eagle3` / `dflash`: an EAGLE-3 / DFlash head GGUF."""
+    `eagle3` / `dflash` / `dspark` / `dflash2`: such a head GGUF."""
 
     target_arch: str | None = None
     """`general.architecture` read from the target's header when it was pulled."""

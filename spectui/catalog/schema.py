@@ -37,7 +37,7 @@ PAIR_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*\Z")
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 SPLIT_NAME = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<total>\d{5})\.gguf$")
 ARCH_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-Drafter = Literal["model", "mtp", "eagle3", "dflash"]
+Drafter = Literal["model", "mtp", "eagle3", "dflash", "dspark", "dflash2"]
 
 
 def is_projector(filename: str) -> bool:
@@ -125,7 +125,7 @@ class PairEntry(BaseModel):
     drafter: Drafter = "model"
     """What proposes the tokens: `model`, a separate draft GGUF (the `draft` table, required);
     `mtp`, the target's own MTP heads (no `draft` table) or an MTP assistant sidecar (`draft`);
-    `eagle3` / `dflash`, an EAGLE-3 / DFlash head GGUF (the `draft` table, required)."""
+    `eagle3` / `dflash` / `dspark` / `dflash2`, such a head GGUF (the `draft` table, required)."""
 
     target_arch: str | None = None
     """llama.cpp's architecture name of the target (`general.architecture`: `qwen35`,

@@ -13,9 +13,12 @@ common/speculative.cpp:455-1330):
   (`archs.LAYER_TAP_ARCHS`; id n_layer only where `archs.FINAL_TAP_ARCHS`): otherwise llama.cpp
   aborts the process instead of failing the call.
 
-Variants spectui does not run are refused by name (llama-server runs them): DSpark (a Markov
-head, `markov_w1`), DFlash2 (a candidate selector, `dflash.selector_top_k`), and DeepSeek-V4
-DSpark stages (`dflash.hyper_connection_count`).
+Two DFlash variants draft as kinds of their own (`drafter`): DSpark (a Markov head, `markov_w1`:
+`dspark`) and DFlash2 (a candidate selector, `dflash.selector_top_k` + `selector_*` tensors:
+`dflash2`); each adds its fit checks (a DSpark head needs `dflash.block_size`, which llama.cpp's
+graph asserts; a DFlash2 head its selector tensors and a width that holds the lattice). The
+DeepSeek-V4 DSpark stages (`dflash.hyper_connection_count`) are refused by name (llama-server runs
+them).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from spectui.engine.archs import FEATURE_HEAD_ARCHS, FINAL_TAP_ARCHS, LAYER_TAP_
 from spectui.errors import ModelLoadError
 
 DEFAULT_BLOCK_SIZE = 16  # common/speculative.cpp:981, when `dflash.block_size` is absent
+KIND_NAMES = {"eagle3": "EAGLE-3", "dflash": "DFlash", "dspark": "DSpark", "dflash2": "DFlash2"}
+"""The drafter kind each head runs as, named for people."""
 
 
 @dataclass(frozen=True)
@@ -45,17 +50,36 @@ class HeadFacts:
     causal: bool = False
     """DFlash: attention inside the block is causal (`dflash.attention.causal`; default off)."""
     variant: str | None = None
-    """A DFlash variant spectui does not run ("a DSpark head (...)"); None for plain EAGLE-3 / DFlash."""
+    """A DFlash variant spectui does not run ("a DeepSeek-V4 DSpark head"); None otherwise."""
+    markov: bool = False
+    """DSpark: the head carries a Markov head (`markov_w1`) that biases each block row."""
+    sample_from_anchor: bool = True
+    """DSpark: the anchor-first layout (`dflash.sample_from_anchor`, default true): row 0 drafts."""
+    has_block_size: bool = True
+    selector_top_k: int = 0
+    """DFlash2: candidates per position in the selector lattice (0: no selector)."""
+    has_selector: bool = False
+    """DFlash2: the `selector_hidden` tensor, without which llama.cpp builds no lattice."""
+
+    @property
+    def drafter(self) -> str:
+        """The drafter kind that runs this head: eagle3, dflash, dspark or dflash2."""
+        if self.arch != "dflash":
+            return self.arch
+        return "dspark" if self.markov else "dflash2" if self.selector_top_k > 0 or self.has_selector else "dflash"
 
     @property
     def kind_name(self) -> str:
-        return FEATURE_HEAD_ARCHS.get(self.arch, self.arch)
+        return KIND_NAMES.get(self.drafter, FEATURE_HEAD_ARCHS.get(self.arch, self.arch))
 
     @property
     def max_draft(self) -> int:
         """Tokens one draft may hold: EAGLE-3 chains without a limit; DFlash fills one block
-        of `block_size`, its first row being the last token (speculative.cpp:1022-1031)."""
-        return self.block_size - 1 if self.arch == "dflash" else 1 << 30
+        of `block_size`, its first row being the last token (speculative.cpp:1022-1031), except
+        DSpark's anchor-first layout, whose every row drafts."""
+        if self.arch != "dflash":
+            return 1 << 30
+        return self.block_size if self.markov and self.sample_from_anchor else self.block_size - 1
 
 
 @dataclass(frozen=True)
@@ -94,6 +118,18 @@ def head_arch(path: Path) -> str | None:
     return arch if arch in FEATURE_HEAD_ARCHS else None
 
 
+def head_kind(path: Path) -> str | None:
+    """The drafter kind that runs the head at `path` (eagle3, dflash, dspark, dflash2), else None."""
+    arch = head_arch(path)
+    return read_head(path).drafter if arch == "dflash" else arch
+
+
+def a_head_kind(kind: str) -> str:
+    """"a DSpark head", "an EAGLE-3 head"."""
+    name = KIND_NAMES.get(kind, kind)
+    return f"{'an' if name[:1] in 'AEIOU' else 'a'} {name} head"
+
+
 def check_not_a_head(path: Path) -> None:
     """Raise `ModelLoadError` when `path`, given as the model to chat with, is a draft head (a
     missing or damaged file is left to the loader's own one-line errors)."""
@@ -118,11 +154,7 @@ def head_from_header(header: gguf_file.GGUFHeader) -> HeadFacts:
     arch = str(meta.get("general.architecture") or "?")
     n_embd = _int(meta, f"{arch}.embedding_length")
     variant = None
-    if "markov_w1.weight" in header.tensor_names:
-        variant = "a DSpark head (DFlash with a Markov head)"
-    elif _int(meta, f"{arch}.selector_top_k") > 0:
-        variant = "a DFlash2 head (with a candidate selector)"
-    elif _int(meta, f"{arch}.hyper_connection_count") > 0:
+    if _int(meta, f"{arch}.hyper_connection_count") > 0:
         variant = "a DeepSeek-V4 DSpark head"
     mask = meta.get("tokenizer.ggml.mask_token_id")
     return HeadFacts(
@@ -131,6 +163,11 @@ def head_from_header(header: gguf_file.GGUFHeader) -> HeadFacts:
         block_size=_int(meta, f"{arch}.block_size", DEFAULT_BLOCK_SIZE),
         mask_token=mask if isinstance(mask, int) and not isinstance(mask, bool) else None,
         causal=meta.get(f"{arch}.attention.causal") is True, variant=variant,
+        markov="markov_w1.weight" in header.tensor_names,
+        sample_from_anchor=meta.get(f"{arch}.sample_from_anchor", True) is True,
+        has_block_size=f"{arch}.block_size" in meta or arch != "dflash",
+        selector_top_k=_int(meta, f"{arch}.selector_top_k"),
+        has_selector="selector_hidden.weight" in header.tensor_names,
     )
 
 
@@ -172,8 +209,24 @@ def misfit(head: HeadFacts, target: TargetFacts, head_name: str = "the head",
     if head.arch == "dflash" and head.mask_token is None:
         return (f"{head_name} has no mask token (tokenizer.ggml.mask_token_id), which DFlash drafts with; "
                 "convert it again with llama.cpp's converter")
-    if head.arch == "dflash" and head.block_size < 2:
+    if head.arch == "dflash" and head.max_draft < 1:
         return f"{head_name} has block size {head.block_size}; a DFlash block needs room for one draft token"
+    return _variant_misfit(head, head_name)
+
+
+def _variant_misfit(head: HeadFacts, head_name: str) -> str | None:
+    """DSpark's and DFlash2's own checks (llama.cpp asserts or throws where these fail)."""
+    if head.drafter == "dspark" and not head.has_block_size:
+        return (f"{head_name} is a DSpark head without dflash.block_size, which its Markov head needs; "
+                "convert it again with llama.cpp's converter")
+    if head.drafter == "dflash2" and not (head.has_selector and head.selector_top_k > 0):
+        return (f"{head_name} has half a DFlash2 selector (dflash.selector_top_k {head.selector_top_k}, "
+                f"selector tensors {'present' if head.has_selector else 'absent'}); convert it again with "
+                "llama.cpp's converter")
+    k = head.selector_top_k
+    if head.drafter == "dflash2" and head.n_embd < k * (k + 1):
+        return (f"{head_name} is {head.n_embd} wide, too narrow for its {k} x {k + 1} selector lattice; "
+                "convert it again with llama.cpp's converter")
     return None
 
 

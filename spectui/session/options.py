@@ -213,7 +213,7 @@ def pair_drafter_kind(pair_drafter: str, asked: str) -> str:
     MTP pair (its heads, or its assistant sidecar) or an EAGLE-3 / DFlash head, else `auto`."""
     if asked != AUTO_KIND:
         return asked
-    return pair_drafter if pair_drafter in ("mtp", "eagle3", "dflash") else AUTO_KIND
+    return pair_drafter if pair_drafter in ("mtp", "eagle3", "dflash", "dspark", "dflash2") else AUTO_KIND
 
 
 def mtp_supported() -> bool:

@@ -112,7 +112,7 @@ class LocalPairCommands(Provider):
 
         target, best = pairing.target, pairing.best
         draft = best.model.path if best else None
-        drafter = best.model.info.arch if best and best.model.info.kind == "head" else "model"  # eagle3, dflash
+        drafter = best.model.info.drafter if best else "model"  # eagle3, dflash, dspark, dflash2
         return lambda: cast("AppCore", self.app).engine.post_message(  # the engine host loads it
             PairReady(target.reference, target.path, draft, None, drafter))
 

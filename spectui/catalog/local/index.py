@@ -80,8 +80,9 @@ class IndexFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    version: Literal[2] = 2
-    """Format version; another version is discarded and rebuilt (2: width, layers and head facts)."""
+    version: Literal[3] = 3
+    """Format version; another version is discarded and rebuilt (2: width, layers and head facts;
+    3: a head's Markov head and selector, which tell DSpark and DFlash2 from DFlash)."""
 
     files: dict[str, FileEntry] = Field(default_factory=dict)
     """Resolved path -> what was read from it."""

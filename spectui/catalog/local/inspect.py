@@ -75,6 +75,11 @@ class ModelInfo(BaseModel):
     head: HeadFacts | None = None
     """For an EAGLE-3 / DFlash head: the target layers and width it reads, and its block."""
 
+    @property
+    def drafter(self) -> str:
+        """The drafter kind this file drafts as: a head's (eagle3, dflash, dspark, dflash2), else `model`."""
+        return self.head.drafter if self.head is not None else "model"
+
     def target_facts(self) -> TargetFacts:
         return TargetFacts(self.arch, self.n_embd, self.n_layer)
 

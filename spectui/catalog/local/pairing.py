@@ -75,12 +75,11 @@ class Pairing:
         return self.drafts[0] if self.drafts else None
 
     def best_for(self, kind: str) -> DraftChoice | None:
-        """The best file for drafter `kind`: an `eagle3` or `dflash` head, a draft `model` (or a
-        chain with one), or under `auto` whatever ranks first."""
+        """The best file for drafter `kind`: an `eagle3`, `dflash`, `dspark` or `dflash2` head, a
+        draft `model` (or a chain with one), or under `auto` whatever ranks first."""
         members = set(kind.split("+"))
         for draft in self.drafts:
-            arch = draft.model.info.arch if draft.model.info.kind == "head" else "model"
-            if kind == "auto" or arch in members:
+            if kind == "auto" or draft.model.info.drafter in members:
                 return draft
         return None
 

@@ -31,13 +31,14 @@ if TYPE_CHECKING:
 __all__ = ["AUTO_KIND", "KINDS", "NONE_KIND", "BuildContext", "DrafterKind", "DrafterSpec", "build_drafters",
            "check_spec", "colour_of", "default_kind", "legend", "offered_kinds", "target_options"]
 
-DEFAULT_ORDER = ("mtp", "eagle3", "dflash", "model+suffix", "model", "suffix")
+DEFAULT_ORDER = ("mtp", "dspark", "dflash2", "dflash", "eagle3", "model+suffix", "model", "suffix")
 """What `auto` picks, best first (from the measurements in docs/BENCHMARKS.md). MTP heads come
 first: they are part of the target, cost about one layer per token, and are only built when the
 target carries them and no separate draft model was named. An EAGLE-3 or DFlash head is built
 only when `--draft` names one (a head is never a draft model), and drafts alone like MTP heads.
 A draft model runs behind the suffix lookup, which proposes only when its calibrated odds pay
-for the verify rows."""
+for the verify rows. Among heads, llama-server's order (mtp > dspark > dflash > eagle3; DFlash2
+beside DFlash) only breaks ties: one `--draft` names one head, so one head kind is ever built."""
 
 
 def kind_names() -> list[str]:

@@ -146,16 +146,27 @@ def unavailable(spec: DrafterSpec, ctx: BuildContext) -> str | None:
 
 
 def build(spec: DrafterSpec, ctx: BuildContext) -> DFlashDrafter:
+    model, head, taps, facts = build_head(spec, ctx)
+    return DFlashDrafter(ctx.target, model, head, taps, facts)
+
+
+def build_head(spec: DrafterSpec, ctx: BuildContext, *, lattice: bool = False,
+               ) -> tuple[LlamaModel, FeatureHeadContext, FeatureTaps, HeadFacts]:
+    """The head's model (checked against the target), its context and the target's taps, which
+    every DFlash kind (dflash, dspark, dflash2) drafts with; `lattice`: DFlash2's selector output
+    (every row's `t_h_nextn`, unmasked, speculative.cpp:1077)."""
     target = ctx.target
     model, facts = load_head(spec, ctx)
     head = None
     try:
         head = FeatureHeadContext(model.model_handle, target.context_handle, n_ctx=target.n_ctx,
                                   n_batch=target.n_batch, n_threads=ctx.n_threads or os.cpu_count() or 1,
-                                  name=model.path.name, causal=facts.causal)
+                                  name=model.path.name, causal=facts.causal, hidden=lattice)
+        if lattice:
+            head.unmask_hidden()
         width = facts.n_embd  # a DFlash head is as wide as the target (heads.misfit)
         taps = FeatureTaps(target.context_handle, facts.target_layers, width)
-        return DFlashDrafter(target, model, head, taps, facts)
+        return model, head, taps, facts
     except BaseException:
         if head is not None:
             head.close()

@@ -63,6 +63,11 @@ class FeatureHeadContext:
         if not causal:  # DFlash's block attends to itself both ways (speculative.cpp:1063)
             llama_cpp.llama_set_causal_attn(self.ctx, False)
 
+    def unmask_hidden(self) -> None:
+        """Hidden rows for every entry of a pass, whether it outputs logits or not (DFlash2's
+        lattice, read by raw row)."""
+        self._ext.llama_set_embeddings_nextn(self.ctx, True, False)
+
     # ----- the cache ------------------------------------------------------------------------
 
     def drop_from(self, pos: int) -> None:
@@ -156,25 +161,25 @@ class FeatureHeadContext:
 # ----- what the eagle3 and dflash kinds share when the registry asks --------------------------
 
 
-def not_this_head(spec: DrafterSpec, arch: str) -> str | None:
-    """For a kind's `unavailable`: why these models cannot run the `arch` head (missing calls in
-    llama-cpp-python, or a draft file that is not such a head); None when they may."""
-    from spectui.engine.archs import a_head
+def not_this_head(spec: DrafterSpec, kind: str) -> str | None:
+    """For a kind's `unavailable`: why these models cannot run the `kind` head (eagle3, dflash,
+    dspark, dflash2: missing calls in llama-cpp-python, or a draft file that is not such a head);
+    None when they may."""
     from spectui.engine.drafters.taps import missing_support
-    from spectui.engine.heads import head_arch
+    from spectui.engine.heads import a_head_kind, head_kind
 
     if why := missing_support():
         return why
     assert spec.draft is not None
-    found = head_arch(spec.draft)
-    if found == arch:
+    found = head_kind(spec.draft)
+    if found == kind:
         return None
     if found is not None:
-        return f"{spec.draft.name} is {a_head(found)}: it drafts as --drafter {found}"
+        return f"{spec.draft.name} is {a_head_kind(found)}: it drafts as --drafter {found}"
     from spectui.engine import gguf_file
 
     actual = gguf_file.read_metadata(spec.draft).get("general.architecture")
-    return f"{spec.draft.name} is not {a_head(arch)} (architecture {actual}); name the {arch} GGUF"
+    return f"{spec.draft.name} is not {a_head_kind(kind)} (architecture {actual}); name the {kind} GGUF"
 
 
 def load_head(spec: DrafterSpec, ctx: BuildContext) -> tuple[LlamaModel, HeadFacts]:

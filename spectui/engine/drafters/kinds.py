@@ -28,6 +28,14 @@ KINDS: Mapping[str, DrafterKind] = {kind.name: kind for kind in (
                 "(--draft HEAD.gguf, arch dflash)",
                 label="DFlash head", colour="magenta", family="heads", max_k=MAX_DRAFT,
                 needs="head", rank=1, module="dflash"),
+    DrafterKind("dspark", "a DSpark head: a DFlash block with a Markov head chained over it "
+                "(--draft HEAD.gguf, arch dflash with markov_w1)",
+                label="DSpark head", colour="magenta", family="heads", max_k=MAX_DRAFT,
+                needs="head", rank=1, module="dspark"),
+    DrafterKind("dflash2", "a DFlash2 head: a DFlash block read through its candidate selector "
+                "(--draft HEAD.gguf, arch dflash with dflash.selector_top_k)",
+                label="DFlash2 head", colour="magenta", family="heads", max_k=MAX_DRAFT,
+                needs="head", rank=1, module="dflash2"),
     DrafterKind("ngram", "prompt lookup: what followed the last few tokens earlier in the chat (free, no draft)",
                 label="n-gram lookup", colour="cyan", family="lookup", max_k=MAX_LOOKUP_DRAFT,
                 needs="nothing", rank=0, module="ngram"),

@@ -1,0 +1,182 @@
+"""The DSpark drafter: a DFlash head with a Markov head chained over the block.
+
+A DSpark head (arch `dflash`, with `markov_w1` / `markov_w2`: src/models/dflash.cpp
+`build_dspark_markov_head`) is a DFlash head whose graph adds to each block row a bias from the
+token drafted before it: row i's logits are base_i + s * W2 W1[prev_i], with prev_0 the anchor
+(`last`) and prev_{i+1} = argmax(row i), a greedy chain computed inside the graph. The layout is
+anchor-first (`dflash.sample_from_anchor`, default true): the block is [last, MASK, ...] of k
+entries at n .. n + k - 1 and row i names the token at n + 1 + i, so a block of `block_size`
+drafts `block_size` tokens (speculative.cpp:1022-1031, 1228-1262). Without the anchor-first layout
+row 0 passes through and rows 1..k draft, as in DFlash.
+
+**q, the distribution each token is drawn from.** d_i is drawn from
+
+    q_i = softmax( row_i + s * W2 (W1[d_{i-1}] - W1[g_{i-1}]) )    (after the reply's processing)
+
+where row_i is the graph's output and g_{i-1} = argmax(row_{i-1}) the token the graph chained on
+(d_{-1} = g_{-1} = the anchor): that is, base_i + the Markov bias of the token actually drafted
+before it. At T = 0, d_{i-1} = g_{i-1} and the correction vanishes, so the draft is llama.cpp's
+token for token. At T > 0 the draft is a chain: q_i depends on the context and on d_{<i}, and the
+step's rejection sampling, which accepts d_i with min(1, p_i(d_i) / q_i(d_i)) given the tokens
+before it, is exact for any such proposal as long as it reports the q it drew from. Not
+correcting (drawing from row_i after a non-argmax d_{i-1}) would also be exact but pay the chain
+for a token it did not draft; the correction costs one n_vocab x rank product per such row, on the
+weights read once from the GGUF (`MarkovHead`).
+
+The confidence head (`conf_proj`) is not read: spectui's p_min is the head's own top probability,
+as for DFlash. Everything else (following the target, injecting its features, rollback) is
+DFlash's (`dflash.DFlashDrafter`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from spectui.engine.config import SamplingConfig
+from spectui.engine.drafters.base import Budget, Proposal
+from spectui.engine.drafters.dflash import DFlashDrafter, build_head
+from spectui.engine.drafters.feature_head import FeatureHeadContext, not_this_head
+from spectui.engine.drafters.kinds import KINDS
+from spectui.engine.drafters.model import choose
+from spectui.engine.drafters.spec import BuildContext, DrafterSpec
+from spectui.engine.drafters.taps import FeatureTaps
+from spectui.engine.heads import HeadFacts
+from spectui.engine.model import LlamaModel
+from spectui.errors import ModelLoadError
+
+SOURCE = "dspark"
+KIND = KINDS[SOURCE]
+
+
+def _dequantize(tensor: object, row: int | None = None) -> np.ndarray:
+    """A `gguf.ReaderTensor` (or one of its rows) as float32, numpy shape = llama.cpp's ne reversed:
+    a row of a quantized tensor is whole blocks, so a row dequantizes on its own."""
+    import gguf
+
+    assert isinstance(tensor, gguf.ReaderTensor)
+    raw = tensor.data if row is None else tensor.data[row]
+    data = np.asarray(gguf.quants.dequantize(raw, tensor.tensor_type), dtype=np.float32)
+    shape = tuple(int(n) for n in reversed(tensor.shape.tolist()))
+    return data.reshape(shape if row is None else shape[-1])
+
+
+class MarkovHead:
+    """W1, W2 (and W2's scale, and a reduced vocabulary's d2t) of a DSpark head, for the bias
+    difference between two previous tokens. Read lazily from the file: W1 a row at a time, W2
+    (n_vocab x rank, float32 on the host) at the first correction, so greedy drafting copies
+    nothing."""
+
+    def __init__(self, w1: Callable[[int], np.ndarray], w2: Callable[[], np.ndarray], scale: float = 1.0,
+                 d2t: np.ndarray | None = None, n_vocab: int = 0) -> None:
+        self._w1, self._load_w2 = w1, w2
+        self._w2: np.ndarray | None = None
+        self.scale = scale
+        self.d2t = d2t.astype(np.int64) if d2t is not None else None
+        self.n_vocab = n_vocab
+
+    @classmethod
+    def from_arrays(cls, w1: np.ndarray, w2: np.ndarray, scale: float = 1.0, d2t: np.ndarray | None = None,
+                    n_vocab: int | None = None) -> MarkovHead:
+        return cls(lambda t: w1[t], lambda: w2, scale, d2t, w2.shape[0] if n_vocab is None else n_vocab)
+
+    @classmethod
+    def read(cls, path: Path, n_vocab: int) -> MarkovHead:
+        import gguf
+
+        tensors = {t.name: t for t in gguf.GGUFReader(str(path)).tensors}
+        w1, w2 = tensors.get("markov_w1.weight"), tensors.get("markov_w2.weight")
+        if w1 is None or w2 is None:
+            raise ModelLoadError(f"{path.name} has no Markov head (markov_w1 / markov_w2); it is not a DSpark head")
+        scale, d2t = tensors.get("markov_w2.scale"), tensors.get("d2t")
+        return cls(lambda t: _dequantize(w1, t), lambda: _dequantize(w2),
+                   float(_dequantize(scale).reshape(-1)[0]) if scale is not None else 1.0,
+                   np.asarray(d2t.data) if d2t is not None else None, n_vocab)
+
+    @property
+    def w2(self) -> np.ndarray:
+        if self._w2 is None:
+            self._w2 = self._load_w2()
+        return self._w2
+
+    def w1(self, token: int) -> np.ndarray:
+        return self._w1(token)
+
+    def _scatter(self, draft: np.ndarray) -> np.ndarray:
+        if self.d2t is None:
+            return draft
+        full = np.zeros(self.n_vocab, dtype=np.float32)
+        full[self.d2t] = draft
+        return full
+
+    def bias(self, prev: int) -> np.ndarray:
+        """The graph's bias for the row after `prev`, over the target's vocabulary."""
+        return self._scatter(self.scale * (self.w2 @ self.w1(prev)))
+
+    def shift(self, chained: int, drafted: int) -> np.ndarray:
+        """What to add to a row the graph chained on `chained` to chain it on `drafted`."""
+        return self._scatter(self.scale * (self.w2 @ (self.w1(drafted) - self.w1(chained))))
+
+
+class DSparkDrafter(DFlashDrafter):
+    """Proposes a block from a DSpark head: each row's q conditioned on the token drafted before."""
+
+    source = SOURCE
+
+    def __init__(self, target: LlamaModel, model: LlamaModel, head: FeatureHeadContext, taps: FeatureTaps,
+                 facts: HeadFacts, markov: MarkovHead) -> None:
+        super().__init__(target, model, head, taps, facts)
+        self.markov = markov
+        self.anchor_first = facts.sample_from_anchor
+        self.max_k = max(1, min(KIND.max_k, facts.max_draft))
+        self.label = f"{KIND.label} {self.model.path.name}"
+
+    def propose(self, context: Sequence[int], budget: Budget, cfg: SamplingConfig,
+                rng: np.random.Generator) -> Proposal:
+        proposal = Proposal(source=SOURCE)
+        first = 0 if self.anchor_first else 1  # the row that drafts the token at n + 1
+        k = min(budget.k(SOURCE), self.max_k, self.head.n_batch - first)
+        n = len(context) - 1  # the position of `last`, which the target has not decoded
+        if k <= 0 or len(self.target.cached) < n:
+            return proposal
+        p_min = budget.p_min(SOURCE)
+        proposal.caught_up = self.catch_up(n)
+        proposal.work = self._inject(n)
+        self.head.drop_from(n)  # the previous block
+        self.head.decode([(n + i, self.mask if i else context[-1], None) for i in range(first + k)], output="all")
+        proposal.work += 1
+        self.head_passes += 1
+        chained = drafted = context[-1]
+        for i in range(first, first + k):
+            row = self.head.logits(i)
+            logits = row if drafted == chained else row + self.markov.shift(chained, drafted)
+            chained = int(np.argmax(row))  # what the graph chains the next row on
+            token, dist, confidence = choose(logits, cfg, rng, p_min)
+            if confidence < p_min:
+                break
+            proposal.add(token, dist, confidence)
+            drafted = token
+            if self.draft_ends(proposal, k, budget, context):
+                break
+        return proposal
+
+
+# ----- what the registry asks of this kind ------------------------------------------------------
+
+
+def unavailable(spec: DrafterSpec, ctx: BuildContext) -> str | None:
+    return not_this_head(spec, SOURCE)
+
+
+def build(spec: DrafterSpec, ctx: BuildContext) -> DSparkDrafter:
+    model, head, taps, facts = build_head(spec, ctx)
+    try:
+        markov = MarkovHead.read(model.path, head.n_vocab)
+        return DSparkDrafter(ctx.target, model, head, taps, facts, markov)
+    except BaseException:
+        taps.close()
+        head.close()
+        model.close()
+        raise

@@ -1,0 +1,60 @@
+"""Runs of a target with a feature-level head (tests/test_dflash_variants.py): load a generated pair,
+generate, measure greedy acceptance, and point tests/lossless.py's check at the hybrid target.
+The same steps as tests/test_feature_heads.py's own, kept here so no test module imports another."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import NamedTuple
+
+import lossless
+import pytest
+
+from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
+from spectui.engine.drafters import DrafterSpec
+from spectui.engine.events import Finished
+from spectui.engine.generator import Generator, load_generator
+
+THREADS = 1  # these tiny models decode in about a millisecond: threads only add synchronisation
+PROMPTS = ["The story of the wind", "Once upon a time", "Hello there", "in the"]
+
+
+class HeadPair(NamedTuple):
+    """What the lossless helpers (tests/lossless.py) read from a pair: a target and what drafts for it."""
+
+    target: Path
+    draft: DrafterSpec
+
+
+def pair(targets, heads, kind: str, target: str) -> HeadPair:
+    return HeadPair(targets[target].path, DrafterSpec(kind, heads[kind, target]))
+
+
+def load(targets, heads, kind: str, target: str, n_ctx: int = 1024) -> Generator:
+    chosen = pair(targets, heads, kind, target)
+    return load_generator(chosen.target, chosen.draft, n_ctx=n_ctx, n_threads=THREADS)
+
+
+def run(gen: Generator, prompt: str | list[int], k, max_tokens: int = 48, **sampling) -> Finished:
+    tokens = gen.target.tokenize(prompt) if isinstance(prompt, str) else prompt
+    config = GenerationConfig(max_tokens=max_tokens, sampling=SamplingConfig(**sampling))
+    final = list(gen.generate(tokens, config, DraftControl(k)))[-1]
+    assert isinstance(final, Finished)
+    return final
+
+
+def greedy_acceptance(gen: Generator, ks=(1, 2, 3)) -> tuple[float, int]:
+    drafted = accepted = 0
+    for prompt in PROMPTS:
+        for k in ks:
+            final = run(gen, prompt, k)
+            drafted += final.stats.drafted
+            accepted += final.stats.accepted
+    return accepted / drafted, drafted
+
+
+def use_the_hybrid_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lossless check on one thread, from a context where the tiny qwen35 target is unsure."""
+    monkeypatch.setattr(lossless, "PROMPT", "then we")
+    monkeypatch.setattr(lossless, "load_generator", functools.partial(load_generator, n_threads=THREADS))
