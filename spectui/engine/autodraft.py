@@ -10,15 +10,23 @@ and costs c_s(k) + v(k + 1) seconds: the drafter's cost, learned as c_call + c_u
 each call took against the work it did (forward passes; 0 for a free lookup), plus the target's
 verify pass over k + 1 rows. The speed-up over plain decoding is E(k)·v(1) / (c_s(k) + v(k + 1));
 we take the k that maximizes it, and k = 0 when none beats 1. While a drafter sits at k = 0 a cheap
-probe every few cycles keeps its estimate fresh, so speculation comes back when the text turns
-predictable again. Each drafter has its own figures, so a combination (a lookup, then a draft
-model) is priced member by member.
+probe keeps its estimate fresh (after 8 cycles, then twice as long after each, up to 64), so
+speculation comes back when the text turns predictable again. Each drafter has its own figures,
+so a combination (a lookup, then a draft model) is priced member by member.
+
+The model predicts; the guard (pays.py) checks: a drafter whose recent cycles ran slower, in
+tokens per wall second, than the recent plain cycles is held at K = 0 whatever the model says,
+and tried again now and then. Either way, `holding` says why (`events.HoldBack`).
 
 v(n) is a table per batch size, not a fitted line: llama.cpp's CPU kernels are not even monotonic
 in n (on the demo pair a 2-row pass took longer than a 4-row one). Each size keeps the median of
 its last few passes, so one slow pass (the first of a new batch shape re-plans llama.cpp's graph)
-does not price that size out for good. Sizes not yet seen are interpolated from their measured
-neighbours. The table does not depend on the temperature, so greedy and sampled replies share it.
+does not price that size out for good, and a size not verified for `STALE_PASSES` passes leaves
+the table (one early pass, on a quieter machine, priced 3 rows like 1 for a whole run). Sizes
+not in it are interpolated from their measured neighbours. What one more row costs (a plan's
+price of a tree's candidates) is the slope of a line fitted to the recent passes of every size,
+not the difference between two entries. The table does not depend on the temperature, so greedy
+and sampled replies share it.
 
 Acceptance is remembered over about the last 30 judged positions (costs over the last 10): at
 T > 0 each judgement is a coin flip, and a short memory let a few unlucky flips drop k to 0.
@@ -36,11 +44,14 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from collections.abc import Iterable
 from statistics import median
 from typing import TYPE_CHECKING
 
 from spectui.engine.drafters.base import BudgetDefaults
 from spectui.engine.draftplan import Calibration, DraftPlan
+from spectui.engine.events import HoldBack, HoldWhy
+from spectui.engine.pays import LAST_PROBE, PaysGuard, Rate
 from spectui.limits import MAX_DRAFT, MAX_LOOKUP_DRAFT
 
 if TYPE_CHECKING:
@@ -49,7 +60,8 @@ if TYPE_CHECKING:
 DECAY = 0.9  # weight of history in the cost estimates (about the last 10 observations)
 ACCEPT_DECAY = 0.97  # weight of history in the acceptance estimates (about the last 30)
 VERIFY_WINDOW = 5  # passes per batch size whose median prices that size
-PROBE_EVERY = 8  # cycles at k = 0 between probes
+STALE_PASSES = 200  # a batch size not verified for this many passes leaves the table
+PROBE_EVERY = 8  # cycles at k = 0 before the first probe (then twice as long after each)
 PROBE_K = 2
 FIRST_GUESS_K = 4  # before anything is measured
 DEFAULT_P_MIN = 0.5  # before any cost is measured
@@ -97,6 +109,7 @@ class DrafterFigures:
     judged_confidence: float = 2.0  # prior: confidence is calibrated (factor 1)
     judged_accepted: float = 2.0
     idle_cycles: int = 0
+    probe_every: int = PROBE_EVERY
     probing: bool = False
     last_k: int = 0
     """The k picked for the current cycle (a plan prices its tokens at that speed-up)."""
@@ -172,29 +185,53 @@ class DrafterFigures:
 
 
 class VerifyCosts:
-    """Seconds of a target pass per batch size: the median of each size's last few passes."""
+    """Seconds of a target pass per batch size: the median of each size's last few passes, and a
+    line fitted to the recent passes of every size (what one more row costs)."""
 
     def __init__(self) -> None:
         self._passes: dict[int, deque[float]] = {}
         self._medians: dict[int, float] = {}
+        self._seen: dict[int, int] = {}
+        self._count = 0
+        self._fresh: dict[int, float] | None = None
+        self._fit = _Running()
 
     def add(self, rows: int, seconds: float) -> None:
         passes = self._passes.setdefault(rows, deque(maxlen=VERIFY_WINDOW))
         passes.append(seconds)
         self._medians[rows] = median(passes)
+        self._count += 1
+        self._seen[rows] = self._count
+        self._fresh = None
+        self._fit.add(rows, seconds)
 
     def __bool__(self) -> bool:
         return bool(self._passes)
 
     def table(self) -> dict[int, float]:
-        """Seconds per batch size (the caller must not change it)."""
-        return self._medians
+        """Seconds per batch size verified in the last `STALE_PASSES` passes, and one row's
+        whenever measured (the caller must not change it)."""
+        if self._fresh is None:
+            self._fresh = {rows: seconds for rows, seconds in self._medians.items()
+                           if rows == 1 or self._count - self._seen[rows] < STALE_PASSES}
+        return self._fresh
+
+    def row_seconds(self) -> float | None:
+        """What one more row adds to a pass (the fitted slope), None while every recent pass had
+        the same number of rows."""
+        if self._fit.n <= 0:
+            return None
+        mean = self._fit.x / self._fit.n
+        if self._fit.xx / self._fit.n - mean * mean <= 1e-6 * max(mean * mean, 1.0):
+            return None
+        return self._fit.coefficients()[1]
 
 
 class AutoDraft(BudgetDefaults):
     """Online estimates per drafter and for the target's verify pass; a `Budget` for the step."""
 
-    def __init__(self, max_k: int = MAX_DRAFT, verify: VerifyCosts | None = None, max_leaves: int = 1) -> None:
+    def __init__(self, max_k: int = MAX_DRAFT, verify: VerifyCosts | None = None, max_leaves: int = 1,
+                 plain: Rate | None = None) -> None:
         self.max_k = max_k
         """The longest K it picks for a drafter from its averages (`k`)."""
         self.figures: dict[str, DrafterFigures] = {}
@@ -206,6 +243,12 @@ class AutoDraft(BudgetDefaults):
         """Offer drafters that price their own tokens a `plan` (False: K = auto's k alone)."""
         self.trees = True
         """Let plans add candidates beside the first choice where they pay (False: chains)."""
+        self.guard = PaysGuard(plain if plain is not None else Rate())
+        """What speculation realised against plain decoding (`plain`: shared with the other
+        temperature's figures, as the target's pass costs are)."""
+        self.holds: dict[str, HoldBack] = {}
+        """The drafters held at K = 0 as of the last time each asked, and why."""
+        self._holding_asks = 0
 
     def of(self, source: str) -> DrafterFigures:
         return self.figures.setdefault(source, DrafterFigures())
@@ -215,6 +258,20 @@ class AutoDraft(BudgetDefaults):
         self.verify.add(step.drafted + 1, step.verify_seconds)
         if step.proposal.source:
             self.of(step.proposal.source).observe(step)
+
+    def observe_cycle(self, step: StepResult, seconds: float) -> None:
+        """A whole cycle's wall `seconds` (the loop's own work included), for the guard: a plain
+        step, or the realised speed of the drafter that worked in it."""
+        proposal = step.proposal
+        self.guard.observe(proposal.source, proposal.work > 0 or bool(proposal.tokens), len(step.tokens), seconds)
+
+    def plain_due(self) -> bool:
+        """Whether the next cycle should be a plain step, to keep the guard's baseline fresh."""
+        return self.guard.plain_due()
+
+    def holding(self, sources: Iterable[str]) -> HoldBack | None:
+        """Why the first of `sources` (the drafters asked this cycle) that is held is, or None."""
+        return next((self.holds[s] for s in sources if s in self.holds), None)
 
     # ----- the Budget protocol --------------------------------------------------------------
 
@@ -230,13 +287,34 @@ class AutoDraft(BudgetDefaults):
                 best_k, best_gain = k, gain
         figures.last_k = best_k
         if best_k > 0:
-            figures.idle_cycles = 0
-            return best_k
+            held = self.guard.decide(source)
+            if not held:
+                figures.idle_cycles, figures.probe_every = 0, PROBE_EVERY
+                self.holds.pop(source, None)
+                return best_k
+            self._hold(source, "slower")
+            return 0
+        self._hold(source, "cost")
         figures.idle_cycles += 1
-        if figures.idle_cycles % PROBE_EVERY == 0:
+        if figures.idle_cycles >= figures.probe_every:
+            figures.idle_cycles, figures.probe_every = 0, min(2 * figures.probe_every, LAST_PROBE)
             figures.probing = True
             return PROBE_K
         return 0
+
+    def _hold(self, source: str, why: HoldWhy) -> None:
+        """Note that `source` is held at K = 0 and why; the break-even acceptance is worked out
+        again only when the reason changes or every `PROBE_EVERY` cycles (it takes a search)."""
+        figures = self.of(source)
+        held = self.holds.get(source)
+        self._holding_asks += 1
+        if held is None or held.why != why or self._holding_asks % PROBE_EVERY == 0:
+            breakeven = self.breakeven(source)
+        else:
+            breakeven = held.breakeven
+        unit = self.verify_cost(1)
+        cost = figures.cost.coefficients()[1] / unit if unit > 0 and figures.cost.x > 0 else None
+        self.holds[source] = HoldBack(source, why, cost, figures.acceptance, breakeven, self.guard.ratio(source))
 
     def plan(self, source: str) -> DraftPlan | None:
         """For a drafter that prices each token by its own confidence (draftplan.py), asked after
@@ -248,7 +326,7 @@ class AutoDraft(BudgetDefaults):
         k = figures.last_k
         unit = self.verify_cost(1)
         speedup = max(self.expected_speedup(source, k), 1.0)
-        row = max((self.verify_cost(k + 1) - unit) / k, 0.0)  # the slope: single sizes are noisy
+        row = self.row_seconds(k)
         c_unit = figures.cost.coefficients()[1]
         return DraftPlan(max_tokens=self.max_k, row_value=speedup * row / unit,
                          draft_value=speedup * (c_unit + row) / unit, mean_acceptance=figures.acceptance,
@@ -283,7 +361,34 @@ class AutoDraft(BudgetDefaults):
         """The best `expected_speedup` of `source` at any K up to `max_k`; None before it is measured."""
         if not self.of(source).measured:
             return None
+        if source in self.holds:
+            return 1.0  # held at K = 0: what runs instead is a plain step
         return max(self.expected_speedup(source, k) for k in range(1, self.max_k + 1))
+
+    def breakeven(self, source: str) -> float | None:
+        """The acceptance (the same at every position) above which `source` would pay with its
+        measured costs at its best K; None when it would not pay even at 100 %."""
+        figures, unit = self.of(source), self.verify_cost(1)
+
+        def best(rate: float) -> float:
+            return max((1 - rate ** (k + 1)) / (1 - rate) * unit / (figures.draft_cost(k) + self.verify_cost(k + 1))
+                       for k in range(1, self.max_k + 1))
+
+        low, high = 0.0, 0.999
+        if best(high) <= 1.0:
+            return None
+        for _ in range(16):
+            middle = (low + high) / 2
+            low, high = (middle, high) if best(middle) <= 1.0 else (low, middle)
+        return high
+
+    def row_seconds(self, k: int) -> float:
+        """What one more verify row costs: the fitted slope over recent passes, else the mean
+        extra row up to k + 1 rows."""
+        fitted = self.verify.row_seconds()
+        if fitted is not None:
+            return max(fitted, 0.0)
+        return max((self.verify_cost(k + 1) - self.verify_cost(1)) / k, 0.0)
 
     # ----- the model ------------------------------------------------------------------------
 
