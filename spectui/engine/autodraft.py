@@ -66,6 +66,7 @@ PROBE_K = 2
 FIRST_GUESS_K = 4  # before anything is measured
 DEFAULT_P_MIN = 0.5  # before any cost is measured
 UNSEEN_ROW_COST = 0.05  # with one batch size measured: each further row costs 5 % of it
+GROWTH = 2  # K = auto drafts at most this many times the longest draft it has measured
 STEADY_CATCH_UP = 2  # tokens a draft reads before drafting when it kept up with the last cycle
 POSITION_PRIOR = 2.0  # weight of the pooled acceptance in each position's estimate
 
@@ -113,6 +114,8 @@ class DrafterFigures:
     probing: bool = False
     last_k: int = 0
     """The k picked for the current cycle (a plan prices its tokens at that speed-up)."""
+    longest: int = 0
+    """The longest chain it was measured on: acceptance past it is a guess (`GROWTH`)."""
     by_confidence: Calibration = field(default_factory=Calibration)
     """Chance of acceptance by the drafter's own confidence (draftplan.py)."""
 
@@ -160,6 +163,8 @@ class DrafterFigures:
 
     def observe(self, step: StepResult) -> None:
         proposal = step.proposal
+        if proposal.work == 0 and not proposal.tokens:
+            return  # held at k = 0, or a lookup that withheld: nothing ran worth pricing
         if proposal.caught_up <= STEADY_CATCH_UP:  # a long catch-up is not a typical cost
             self.cost.add(proposal.work, step.draft_seconds)
         if proposal.calibrated:
@@ -167,6 +172,7 @@ class DrafterFigures:
             self.by_confidence.observe(proposal.parents, proposal.confidences, path)
         # Per position: a tree's first choices are a chain, judged up to its first rejection.
         drafted = proposal.main_chain()
+        self.longest = max(self.longest, drafted)
         accepted = step.accepted if not proposal.is_tree else next(
             (i for i, node in enumerate(step.path) if node != i), len(step.path))
         accepted = min(accepted, drafted)
@@ -261,8 +267,11 @@ class AutoDraft(BudgetDefaults):
 
     def observe_cycle(self, step: StepResult, seconds: float) -> None:
         """A whole cycle's wall `seconds` (the loop's own work included), for the guard: a plain
-        step, or the realised speed of the drafter that worked in it."""
+        step, or the realised speed of the drafter that worked in it (not one whose draft first
+        caught up on many tokens: after a lookup's run or a hold, as its costs are not counted)."""
         proposal = step.proposal
+        if proposal.caught_up > STEADY_CATCH_UP:
+            return  # the draft read what it missed (a lookup's run, a hold): not a typical cycle
         self.guard.observe(proposal.source, proposal.work > 0 or bool(proposal.tokens), len(step.tokens), seconds)
 
     def plain_due(self) -> bool:
@@ -281,7 +290,7 @@ class AutoDraft(BudgetDefaults):
         if not figures.measured or not self.verify:
             return FIRST_GUESS_K
         best_k, best_gain = 0, 1.0
-        for k in range(1, self.max_k + 1):
+        for k in range(1, min(self.max_k, GROWTH * max(figures.longest, PROBE_K)) + 1):
             gain = self.expected_speedup(source, k)
             if gain > best_gain:
                 best_k, best_gain = k, gain
@@ -299,6 +308,7 @@ class AutoDraft(BudgetDefaults):
         if figures.idle_cycles >= figures.probe_every:
             figures.idle_cycles, figures.probe_every = 0, min(2 * figures.probe_every, LAST_PROBE)
             figures.probing = True
+            figures.cost = _Running()  # costs measured before the hold may be stale: measure anew
             return PROBE_K
         return 0
 
@@ -408,5 +418,8 @@ class AutoDraft(BudgetDefaults):
             lo, hi = max(below), min(above)
             return table[lo] + (table[hi] - table[lo]) * (rows - lo) / (hi - lo)
         nearest = max(below) if below else min(above)
-        return table[nearest] * (1 + UNSEEN_ROW_COST * (rows - nearest))
+        slope = self.verify.row_seconds()  # past the sizes measured: the recent passes' slope
+        if slope is None:
+            return table[nearest] * (1 + UNSEEN_ROW_COST * (rows - nearest))
+        return max(table[nearest] + max(slope, 0.0) * (rows - nearest), 0.0)
 

@@ -133,6 +133,8 @@ class PaysGuard:
         elif ratio is not None and ratio >= HOLD_BELOW:
             del self.holds[source]  # a probe (or the plain speed) showed it pays again
             return False
+        elif hold.probing:
+            return False  # the probe has not been measured yet: it goes on
         hold.idle += 1
         moved = hold.plain_tps > 0 and abs(self.plain.tps / hold.plain_tps - 1.0) > CHANGED
         if hold.idle >= hold.every or moved:
