@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from spectui.engine.autodraft import FIRST_GUESS_K, PROBE_EVERY, PROBE_K, AutoDraft
-from spectui.engine.pays import LAST_PROBE
 from spectui.engine.drafters.base import Proposal
+from spectui.engine.pays import LAST_PROBE
 from spectui.engine.speculative import StepResult
 
 MODEL = "model"

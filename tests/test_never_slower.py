@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -178,7 +179,7 @@ def test_holding_back_is_undone_when_the_draft_gets_cheaper(clock: Clock) -> Non
     assert dear.stats.held is not None
     drafter.cost, gen.target.row = 0.05, 0.02  # type: ignore[attr-defined]
     gen.reset()
-    cycles, cheap = reply(gen, AUTO, 400)
+    cycles, _cheap = reply(gen, AUTO, 400)
     late = cycles[len(cycles) // 2:]
     assert sum(c.cycle.k > 0 for c in late) >= 0.8 * len(late)
     assert all(c.cycle.held is None for c in late)
@@ -196,7 +197,7 @@ def test_a_disturbed_plain_speed_does_not_hold_speculation_back_for_the_run(cloc
     try:
         PASS_S = 2 * quiet  # everything twice as slow from here on
         gen.reset()
-        cycles, final = reply(gen, AUTO, 400)
+        cycles, _final = reply(gen, AUTO, 400)
     finally:
         PASS_S = quiet
     late = cycles[len(cycles) // 2:]
@@ -267,3 +268,39 @@ def test_a_hold_is_reported_only_for_the_drafters_asked_this_cycle() -> None:
     auto.holds["model"] = HoldBack("model", "cost", 0.6, 0.5, 0.9)
     assert auto.holding(["suffix"]) is None
     assert auto.holding(["suffix", "model"]) is auto.holds["model"]
+
+
+# ----- where the reason is shown -------------------------------------------------------------
+
+
+def test_the_reason_reaches_the_panel_the_reply_summary_bench_and_serve(clock: Clock) -> None:
+    from spectui.bench.report import RunInfo, RunTotals, format_table, make_row
+    from spectui.serve.responses import timings
+    from spectui.session.figures import ReplyFigures, meta_line
+    from spectui.ui.stats_panel import hold_note, low_acceptance_advice
+
+    gen, _ = pair(clock, cost=0.63, acceptance=0.3, row=0.25)
+    _, plain = reply(gen, 0, 100)
+    gen.reset()
+    _, final = reply(gen, AUTO, 200)
+    stats = final.stats
+    assert stats.held is not None
+    reason = stats.held.describe()
+    share = stats.held_cycles / stats.target_passes
+    assert share > 0.9
+    assert hold_note(stats) == f"held at K = 0 in {share:.0%} of passes: {reason}"
+    assert hold_note(plain.stats) == ""
+    assert low_acceptance_advice(stats, "auto") is None  # K = auto already held back: no advice to
+    figures = ReplyFigures.of(stats, "length", k="auto (now 0)")
+    assert figures.held_back == reason and figures.held_cycles == stats.held_cycles
+    assert f"held at K=0 in {share:.0%} of passes (slower otherwise)" in meta_line(figures)
+    assert "held at K=0" not in meta_line(figures, show_timings=False)
+    assert ReplyFigures.from_stored(figures.stored()) == figures
+    assert timings(figures)["draft_held_reason"] == reason
+    assert "draft_held_reason" not in timings(ReplyFigures.of(plain.stats, "length"))
+    base = RunTotals.of([ReplyFigures.of(plain.stats, "length")], [plain.tokens])
+    spec = RunTotals.of([figures], [final.tokens])
+    row = make_row(AUTO, GenerationConfig(max_tokens=200, sampling=GREEDY), [base], [spec],
+                   RunInfo(Path("t.gguf"), None, "model", "scripted"))
+    assert row.held_reason == reason and row.held_back == round(share, 3)
+    assert f"held at K=0 in {share:.0%} of passes: {reason}" in format_table([row])

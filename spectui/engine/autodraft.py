@@ -43,8 +43,8 @@ draws it, and adds candidates beside a token (a token tree) wherever they pay fo
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from statistics import median
 from typing import TYPE_CHECKING
 
