@@ -152,15 +152,15 @@ def test_a_cheap_draft_that_agrees_drafts_and_never_holds(clock: Clock) -> None:
 
 
 def test_the_guard_holds_back_what_the_model_cannot_see(clock: Clock) -> None:
-    """A draft that, 70 % of the time, pays a pass and then proposes nothing (unsure of its first
-    token). The model prices only what is proposed (all of it accepted) and predicts a gain;
-    the cycles realise less than plain ones, so the guard holds it at K = 0."""
-    gen, _ = pair(clock, cost=0.6, acceptance=1.0, row=0.1, unsure=0.7)
+    """A draft that, 95 % of the time, pays a pass and then proposes nothing (unsure of its first
+    token). The model prices only what is proposed (all of it accepted) and predicts a gain of
+    about 1.4x; the cycles realise about 0.85x of plain ones, so the guard holds it at K = 0."""
+    gen, _ = pair(clock, cost=0.6, acceptance=1.0, row=0.1, unsure=0.95)
     auto = gen.auto(True)
     ratio, cycles, final = speed_ratio(gen, 400)
     assert auto.best_speedup("model") == 1.0  # held: a lookup ahead of it competes with a plain step
-    assert max(auto.expected_speedup("model", k) for k in range(1, 17)) > 1.1  # the model alone would draft
     held = final.stats.held
+    # `slower`: the guard held it where the model would have drafted (it found a K that pays)
     assert held is not None and held.why == "slower" and held.realised is not None and held.realised < 1.0
     assert held.describe().startswith(f"speculation ran at {held.realised:.2f}x speculation off (this draft costs")
     late = cycles[len(cycles) // 2:]
@@ -216,7 +216,7 @@ def feed(guard: PaysGuard, source: str, tps: float, n: int, *, plain: float) -> 
 def test_the_guard_holds_a_slower_drafter_probes_it_and_lets_it_go_when_it_pays() -> None:
     guard = PaysGuard()
     assert guard.decide("model") is None  # nothing measured: let it draft
-    feed(guard, "model", tps=80.0, n=5, plain=100.0)
+    feed(guard, "model", tps=80.0, n=8, plain=100.0)
     decisions = [guard.decide("model") for _ in range(FIRST_PROBE)]
     assert decisions[:-1] == [True] * (FIRST_PROBE - 1) and decisions[-1] is False  # the probe
     guard.observe("model", True, 3, 3 / 80.0)  # it still does not pay: the next probe waits longer
@@ -224,14 +224,14 @@ def test_the_guard_holds_a_slower_drafter_probes_it_and_lets_it_go_when_it_pays(
     for _ in range(2 * FIRST_PROBE - 1):
         assert guard.decide("model") is True
     assert guard.decide("model") is False
-    for _ in range(3):  # the text turned predictable: its probes pay
+    for _ in range(6):  # the text turned predictable: its probes pay
         guard.observe("model", True, 6, 6 / 150.0)
     assert guard.decide("model") is False and "model" not in guard.holds
 
 
 def test_the_guard_probes_at_once_when_the_plain_speed_moves() -> None:
     guard = PaysGuard()
-    feed(guard, "model", tps=80.0, n=5, plain=100.0)
+    feed(guard, "model", tps=80.0, n=8, plain=100.0)
     assert guard.decide("model") is True
     for _ in range(4):
         guard.observe("", False, 1, 1 / 60.0)  # the machine got busier
@@ -240,10 +240,10 @@ def test_the_guard_probes_at_once_when_the_plain_speed_moves() -> None:
 
 def test_the_guard_asks_for_a_plain_cycle_now_and_then() -> None:
     guard = PaysGuard()
-    for _ in range(3):
+    for _ in range(6):
         guard.observe("model", True, 3, 0.02)
     assert guard.plain_due()  # a drafter's speed is known, the plain speed is not
-    for _ in range(3):
+    for _ in range(6):
         guard.observe("", False, 1, 0.01)
     assert not guard.plain_due()
     for _ in range(PLAIN_EVERY):

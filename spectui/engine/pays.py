@@ -15,7 +15,7 @@ back to `FIRST_PROBE` after one that paid), and at once when the plain speed mov
 While speculating, a plain cycle now and then (`PLAIN_EVERY`) keeps the comparison's other side
 fresh, so a baseline measured on a quiet (or busy) moment cannot decide for the whole run.
 
-Both rates are exponentially weighted over about the last few cycles of each kind (`DECAY`), so
+Both rates are exponentially weighted over about the last seven cycles of each kind (`DECAY`), so
 they follow the text (a loop the lookups predict, then prose) and the machine as they change.
 """
 
@@ -23,10 +23,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-DECAY = 0.7
-"""Weight of history in each rate: about the last three cycles dominate."""
-MIN_WEIGHT = 2.0
-"""A rate counts once this much (decayed) weight of cycles is behind it: three cycles."""
+DECAY = 0.85
+"""Weight of history in each rate: about the last seven cycles. A drafter's cycles vary a lot
+(one token, or a whole accepted draft): a shorter memory held back a draft that pays on
+average after three unlucky cycles."""
+MIN_WEIGHT = 4.0
+"""A rate counts once this much (decayed) weight of cycles is behind it: five cycles."""
 HOLD_BELOW = 1.0
 """A drafter whose cycles ran below this fraction of the plain speed is held at K = 0."""
 FIRST_PROBE = 8
