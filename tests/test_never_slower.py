@@ -304,3 +304,20 @@ def test_the_reason_reaches_the_panel_the_reply_summary_bench_and_serve(clock: C
                    RunInfo(Path("t.gguf"), None, "model", "scripted"))
     assert row.held_reason == reason and row.held_back == round(share, 3)
     assert f"held at K=0 in {share:.0%} of passes: {reason}" in format_table([row])
+
+
+def test_the_probe_script_prints_k_autos_figures_per_cycle(tiny_pair) -> None:
+    """scripts/probe_k_auto.py (the diagnosis in docs/BENCHMARKS.md, "Never slower") still runs."""
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    args = [str(tiny_pair.target), str(tiny_pair.draft), "--drafter", "model", "--tokens", "24", "--rounds", "1",
+            "--prompt", "Tell me about the wind"]
+    done = subprocess.run([sys.executable, "scripts/probe_k_auto.py", *args], cwd=root, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    cycles = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert cycles and all({"k", "d", "a", "sec", "held"} <= set(cycle) for cycle in cycles)
+    assert "verify table" in done.stdout

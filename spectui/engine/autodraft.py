@@ -87,7 +87,9 @@ class _Running:
             setattr(self, name, DECAY * getattr(self, name) + value)
 
     def coefficients(self) -> tuple[float, float]:
-        """(c_call, c_unit), both ≥ 0."""
+        """(c_call, c_unit), both ≥ 0; (0, 0) before anything is measured."""
+        if self.n <= 0:
+            return 0.0, 0.0
         mean_x, mean_y = self.x / self.n, self.y / self.n
         var = self.xx / self.n - mean_x * mean_x
         if var > 1e-6 * max(mean_x * mean_x, 1.0):
@@ -288,6 +290,7 @@ class AutoDraft(BudgetDefaults):
         figures = self.of(source)
         figures.probing = False
         if not figures.measured or not self.verify:
+            figures.last_k = 0  # no plan: nothing to price it with
             return FIRST_GUESS_K
         best_k, best_gain = 0, 1.0
         for k in range(1, min(self.max_k, GROWTH * max(figures.longest, PROBE_K)) + 1):
