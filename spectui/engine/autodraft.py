@@ -42,25 +42,21 @@ draws it, and adds candidates beside a token (a token tree) wherever they pay fo
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from statistics import median
 from typing import TYPE_CHECKING
 
 from spectui.engine.drafters.base import BudgetDefaults
 from spectui.engine.draftplan import Calibration, DraftPlan
 from spectui.engine.events import HoldBack, HoldWhy
+from spectui.engine.passcosts import VerifyCosts, _Running
 from spectui.engine.pays import LAST_PROBE, PaysGuard, Rate
 from spectui.limits import MAX_DRAFT, MAX_LOOKUP_DRAFT
 
 if TYPE_CHECKING:
     from spectui.engine.speculative import StepResult
 
-DECAY = 0.9  # weight of history in the cost estimates (about the last 10 observations)
 ACCEPT_DECAY = 0.97  # weight of history in the acceptance estimates (about the last 30)
-VERIFY_WINDOW = 5  # passes per batch size whose median prices that size
-STALE_PASSES = 200  # a batch size not verified for this many passes leaves the table
 PROBE_EVERY = 8  # cycles at k = 0 before the first probe (then twice as long after each)
 PROBE_K = 2
 FIRST_GUESS_K = 4  # before anything is measured
@@ -69,35 +65,6 @@ UNSEEN_ROW_COST = 0.05  # with one batch size measured: each further row costs 5
 GROWTH = 2  # K = auto drafts at most this many times the longest draft it has measured
 STEADY_CATCH_UP = 2  # tokens a draft reads before drafting when it kept up with the last cycle
 POSITION_PRIOR = 2.0  # weight of the pooled acceptance in each position's estimate
-
-
-@dataclass
-class _Running:
-    """An exponentially weighted least-squares fit of seconds = c_call + c_unit · work."""
-
-    n: float = 0.0
-    x: float = 0.0
-    y: float = 0.0
-    xx: float = 0.0
-    xy: float = 0.0
-
-    def add(self, work: float, seconds: float) -> None:
-        for name, value in (("n", 1.0), ("x", work), ("y", seconds), ("xx", work * work),
-                            ("xy", work * seconds)):
-            setattr(self, name, DECAY * getattr(self, name) + value)
-
-    def coefficients(self) -> tuple[float, float]:
-        """(c_call, c_unit), both ≥ 0; (0, 0) before anything is measured."""
-        if self.n <= 0:
-            return 0.0, 0.0
-        mean_x, mean_y = self.x / self.n, self.y / self.n
-        var = self.xx / self.n - mean_x * mean_x
-        if var > 1e-6 * max(mean_x * mean_x, 1.0):
-            unit = max((self.xy / self.n - mean_x * mean_y) / var, 0.0)
-            return max(mean_y - unit * mean_x, 0.0), unit
-        if mean_x > 0:  # always the same amount of work: charge it all per unit
-            return 0.0, mean_y / mean_x
-        return mean_y, 0.0
 
 
 @dataclass
@@ -190,49 +157,6 @@ class DrafterFigures:
         if judged:
             self.judged_confidence = ACCEPT_DECAY * self.judged_confidence + sum(judged)
             self.judged_accepted = ACCEPT_DECAY * self.judged_accepted + accepted
-
-
-class VerifyCosts:
-    """Seconds of a target pass per batch size: the median of each size's last few passes, and a
-    line fitted to the recent passes of every size (what one more row costs)."""
-
-    def __init__(self) -> None:
-        self._passes: dict[int, deque[float]] = {}
-        self._medians: dict[int, float] = {}
-        self._seen: dict[int, int] = {}
-        self._count = 0
-        self._fresh: dict[int, float] | None = None
-        self._fit = _Running()
-
-    def add(self, rows: int, seconds: float) -> None:
-        passes = self._passes.setdefault(rows, deque(maxlen=VERIFY_WINDOW))
-        passes.append(seconds)
-        self._medians[rows] = median(passes)
-        self._count += 1
-        self._seen[rows] = self._count
-        self._fresh = None
-        self._fit.add(rows, seconds)
-
-    def __bool__(self) -> bool:
-        return bool(self._passes)
-
-    def table(self) -> dict[int, float]:
-        """Seconds per batch size verified in the last `STALE_PASSES` passes, and one row's
-        whenever measured (the caller must not change it)."""
-        if self._fresh is None:
-            self._fresh = {rows: seconds for rows, seconds in self._medians.items()
-                           if rows == 1 or self._count - self._seen[rows] < STALE_PASSES}
-        return self._fresh
-
-    def row_seconds(self) -> float | None:
-        """What one more row adds to a pass (the fitted slope), None while every recent pass had
-        the same number of rows."""
-        if self._fit.n <= 0:
-            return None
-        mean = self._fit.x / self._fit.n
-        if self._fit.xx / self._fit.n - mean * mean <= 1e-6 * max(mean * mean, 1.0):
-            return None
-        return self._fit.coefficients()[1]
 
 
 class AutoDraft(BudgetDefaults):

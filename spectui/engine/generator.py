@@ -19,7 +19,7 @@ import numpy as np
 
 from spectui.engine import drafters as registry
 from spectui.engine import hostcost
-from spectui.engine.autodraft import AutoDraft, VerifyCosts
+from spectui.engine.autodraft import AutoDraft
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig
 from spectui.engine.drafters.base import Budget, CappedBudget, Drafter, FixedBudget
 from spectui.engine.drafters.chain import ChainDrafter
@@ -38,6 +38,7 @@ from spectui.engine.events import (
 from spectui.engine.grammar import Grammar
 from spectui.engine.heads import check_not_a_head
 from spectui.engine.model import LlamaModel, ProgressCallback
+from spectui.engine.passcosts import VerifyCosts
 from spectui.engine.pays import Rate
 from spectui.engine.rpc import RpcCluster
 from spectui.engine.rpc import connect as connect_rpc
