@@ -214,16 +214,23 @@ def feed(guard: PaysGuard, source: str, tps: float, n: int, *, plain: float) -> 
 
 
 def test_the_guard_holds_a_slower_drafter_probes_it_and_lets_it_go_when_it_pays() -> None:
+    def cycle() -> bool | None:
+        answer = guard.decide("model")
+        assert guard.decide("model") == answer  # asked again in the same cycle: the same answer
+        if answer is not False:
+            guard.observe("", False, 1, 1 / 100.0)  # held: a plain step
+        guard.tick()
+        return answer
+
     guard = PaysGuard()
     assert guard.decide("model") is None  # nothing measured: let it draft
     feed(guard, "model", tps=80.0, n=8, plain=100.0)
-    decisions = [guard.decide("model") for _ in range(FIRST_PROBE)]
-    assert decisions[:-1] == [True] * (FIRST_PROBE - 1) and decisions[-1] is False  # the probe
+    decisions = [cycle() for _ in range(FIRST_PROBE + 1)]
+    assert decisions[:-1] == [True] * FIRST_PROBE and decisions[-1] is False  # then the probe
+    assert guard.decide("model") is False  # the probe goes on until it is measured
     guard.observe("model", True, 3, 3 / 80.0)  # it still does not pay: the next probe waits longer
     assert guard.holds["model"].every == 2 * FIRST_PROBE
-    for _ in range(2 * FIRST_PROBE - 1):
-        assert guard.decide("model") is True
-    assert guard.decide("model") is False
+    assert [cycle() for _ in range(2 * FIRST_PROBE + 1)] == [True] * (2 * FIRST_PROBE) + [False]
     for _ in range(6):  # the text turned predictable: its probes pay
         guard.observe("model", True, 6, 6 / 150.0)
     assert guard.decide("model") is False and "model" not in guard.holds
@@ -235,6 +242,7 @@ def test_the_guard_probes_at_once_when_the_plain_speed_moves() -> None:
     assert guard.decide("model") is True
     for _ in range(4):
         guard.observe("", False, 1, 1 / 60.0)  # the machine got busier
+    guard.tick()
     assert guard.decide("model") is False
 
 
@@ -321,3 +329,17 @@ def test_the_probe_script_prints_k_autos_figures_per_cycle(tiny_pair) -> None:
     cycles = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert cycles and all({"k", "d", "a", "sec", "held"} <= set(cycle) for cycle in cycles)
     assert "verify table" in done.stdout
+
+
+def test_a_lookup_whose_proposals_ran_slower_is_held_too() -> None:
+    """A lookup is asked its ceiling (`limit`) after every token a draft model behind it drafts:
+    the guard gives the same answer each time, and 0 while its cycles ran slower than plain ones."""
+    auto = AutoDraft()
+    feed(auto.guard, "suffix", tps=70.0, n=8, plain=100.0)
+    assert [auto.limit("suffix") for _ in range(3)] == [0, 0, 0]
+    held = auto.holding(["suffix", "model"])
+    assert held is not None and held.source == "suffix" and held.draft_cost is None
+    assert held.describe().startswith("speculation ran at 0.70x speculation off (the suffix drafter runs no "
+                                      "forward pass")
+    feed(auto.guard, "suffix", tps=300.0, n=8, plain=100.0)  # its probes paid
+    assert auto.limit("suffix") > 0 and auto.holding(["suffix"]) is None

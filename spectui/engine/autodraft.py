@@ -196,6 +196,7 @@ class AutoDraft(BudgetDefaults):
         step, or the realised speed of the drafter that worked in it (not one whose draft first
         caught up on many tokens: after a lookup's run or a hold, as its costs are not counted)."""
         proposal = step.proposal
+        self.guard.tick()
         if proposal.caught_up > STEADY_CATCH_UP:
             return  # the draft read what it missed (a lookup's run, a hold): not a typical cycle
         self.guard.observe(proposal.source, proposal.work > 0 or bool(proposal.tokens), len(step.tokens), seconds)
@@ -205,8 +206,10 @@ class AutoDraft(BudgetDefaults):
         return self.guard.plain_due()
 
     def holding(self, sources: Iterable[str]) -> HoldBack | None:
-        """Why the first of `sources` (the drafters asked this cycle) that is held is, or None."""
-        return next((self.holds[s] for s in sources if s in self.holds), None)
+        """Why a drafter asked this cycle (`sources`) is held, or None; a draft model's reason
+        before a lookup's (it says what a draft costs)."""
+        held = [self.holds[s] for s in sources if s in self.holds]
+        return next((h for h in held if h.draft_cost is not None), held[0] if held else None)
 
     # ----- the Budget protocol --------------------------------------------------------------
 
@@ -245,11 +248,13 @@ class AutoDraft(BudgetDefaults):
         figures = self.of(source)
         held = self.holds.get(source)
         self._holding_asks += 1
-        if held is None or held.why != why or self._holding_asks % PROBE_EVERY == 0:
+        if not self.verify or not figures.measured:
+            breakeven = None  # nothing to work it out from yet
+        elif held is None or held.why != why or self._holding_asks % PROBE_EVERY == 0:
             breakeven = self.breakeven(source)
         else:
             breakeven = held.breakeven
-        unit = self.verify_cost(1)
+        unit = self.verify_cost(1) if self.verify else 0.0
         cost = figures.cost.coefficients()[1] / unit if unit > 0 and figures.cost.x > 0 else None
         self.holds[source] = HoldBack(source, why, cost, figures.acceptance, breakeven, self.guard.ratio(source))
 
@@ -272,7 +277,12 @@ class AutoDraft(BudgetDefaults):
 
     def limit(self, source: str) -> int:
         """K = auto's ceiling for a lookup, which weighs each proposal against its verify rows
-        itself (only lookups ask): no forward pass per token, so past `max_k`."""
+        itself (only lookups ask): no forward pass per token, so past `max_k`; 0 while the guard
+        holds it (the cycles it proposed in ran slower than plain ones)."""
+        if self.guard.decide(source):
+            self._hold(source, "slower")
+            return 0
+        self.holds.pop(source, None)
         return MAX_LOOKUP_DRAFT
 
     def p_min(self, source: str) -> float:

@@ -123,23 +123,29 @@ class PaysGuard:
             return True
         return not self.plain.known and any(rate.known for rate in self.realised.values())
 
+    def tick(self) -> None:
+        """A cycle went by: each hold waits one more cycle for its probe, or probes now when the
+        plain speed moved since it began."""
+        for hold in self.holds.values():
+            if hold.probing:
+                continue
+            hold.idle += 1
+            moved = hold.plain_tps > 0 and abs(self.plain.tps / hold.plain_tps - 1.0) > CHANGED
+            if hold.idle >= hold.every or moved:
+                hold.idle, hold.probing, hold.plain_tps = 0, True, self.plain.tps
+
     def decide(self, source: str) -> bool | None:
-        """Asked once per cycle for a drafter K = auto would let draft: True to hold it at K = 0,
-        False to let it draft (a probe too), None when nothing is measured yet (let it)."""
+        """Whether to hold drafter `source` at K = 0 this cycle (the same answer however often a
+        cycle asks: a lookup is asked after every token a draft model behind it drafts): True to
+        hold it, False to let it draft (a probe too), None while nothing is measured (let it)."""
         ratio = self.ratio(source)
         hold = self.holds.get(source)
         if hold is None:
             if ratio is None or ratio >= HOLD_BELOW:
                 return None if ratio is None else False
-            hold = self.holds[source] = Hold(self.plain.tps)
-        elif ratio is not None and ratio >= HOLD_BELOW:
+            self.holds[source] = Hold(self.plain.tps)
+            return True
+        if ratio is not None and ratio >= HOLD_BELOW:
             del self.holds[source]  # a probe (or the plain speed) showed it pays again
             return False
-        elif hold.probing:
-            return False  # the probe has not been measured yet: it goes on
-        hold.idle += 1
-        moved = hold.plain_tps > 0 and abs(self.plain.tps / hold.plain_tps - 1.0) > CHANGED
-        if hold.idle >= hold.every or moved:
-            hold.idle, hold.probing, hold.plain_tps = 0, True, self.plain.tps
-            return False
-        return True
+        return not hold.probing  # a probe goes on until it is measured
