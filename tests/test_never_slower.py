@@ -343,3 +343,21 @@ def test_a_lookup_whose_proposals_ran_slower_is_held_too() -> None:
                                       "forward pass")
     feed(auto.guard, "suffix", tps=300.0, n=8, plain=100.0)  # its probes paid
     assert auto.limit("suffix") > 0 and auto.holding(["suffix"]) is None
+
+
+def test_a_drafts_catch_up_after_a_lookups_run_counts_against_it_but_not_a_probes() -> None:
+    from spectui.engine.speculative import StepResult
+
+    def cycle(auto: AutoDraft, caught_up: int, seconds: float) -> None:
+        proposal = Proposal([1, 2], [None, None], [1.0, 1.0], "model", 2, caught_up)
+        auto.observe_cycle(StepResult([1, 2, 3], proposal, 2, 0.0, 0.0), seconds)
+
+    auto = AutoDraft()
+    cycle(auto, caught_up=12, seconds=0.05)  # read a lookup's 12 accepted tokens first: counted
+    assert auto.guard.realised["model"].last == pytest.approx(60.0)
+    feed(auto.guard, "model", tps=50.0, n=8, plain=100.0)
+    assert auto.guard.decide("model") is True
+    auto.guard.holds["model"].probing = True
+    cycle(auto, caught_up=40, seconds=0.2)  # a probe's first cycle catches up on the whole hold
+    assert auto.guard.realised["model"].last == pytest.approx(50.0)  # not counted: the probe goes on
+    assert auto.guard.holds["model"].probing
