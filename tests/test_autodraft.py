@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spectui.engine.autodraft import FIRST_GUESS_K, PROBE_K, AutoDraft
+from spectui.engine.autodraft import FIRST_GUESS_K, PROBE_EVERY, PROBE_K, AutoDraft
 from spectui.engine.drafters.base import Proposal
+from spectui.engine.pays import LAST_PROBE
 from spectui.engine.speculative import StepResult
 
 MODEL = "model"
@@ -45,11 +46,26 @@ def test_auto_drafts_long_when_the_draft_is_cheap_and_right():
 
 
 def test_auto_turns_speculation_off_when_it_cannot_pay_and_probes_later():
+    """Probes come after 8 cycles at K = 0, then twice as long after each (a probe of a draft
+    that does not pay costs more than the cycle it replaces), never rarer than every 64."""
+    def choices(auto: AutoDraft, n: int) -> list[int]:
+        picked = []
+        for _ in range(n):
+            picked.append(auto.k(MODEL))
+            if picked[-1]:  # the probe's cycle: its first token rejected, as before
+                auto.observe(step(picked[-1], 0, 0.02 * picked[-1], 0.033, work=picked[-1]))
+        return picked
+
     auto = AutoDraft()
     feed_cycles(auto, accept_rate=0.2, draft_s=0.02, verify_s=0.03)
-    choices = [auto.k(MODEL) for _ in range(16)]
-    assert choices.count(0) >= 12  # mostly off
-    assert any(k > 0 for k in choices)  # but it probes, so it can come back
+    later = choices(auto, 2 * LAST_PROBE)
+    assert later.count(0) >= 2 * LAST_PROBE - 3  # mostly off
+    assert any(k > 0 for k in later)  # but it probes, so it can come back
+    fresh = AutoDraft()
+    feed_cycles(fresh, accept_rate=0.2, draft_s=0.02, verify_s=0.03, n=3)
+    first = choices(fresh, 3 * PROBE_EVERY)
+    probes = [i for i, k in enumerate(first) if k > 0]
+    assert len(probes) == 2 and probes[1] - probes[0] == 2 * PROBE_EVERY
 
 
 def test_a_free_drafter_is_priced_and_drafts_as_far_as_acceptance_pays():
@@ -102,7 +118,7 @@ def test_a_probe_drafts_whatever_the_confidence():
     auto = AutoDraft()
     feed_cycles(auto, accept_rate=0.2, draft_s=0.02, verify_s=0.03)
     probes = []
-    for _ in range(16):
+    for _ in range(2 * LAST_PROBE):
         k = auto.k(MODEL)
         probes.append((k, auto.p_min(MODEL)))
     assert (PROBE_K, 0.0) in probes

@@ -36,6 +36,9 @@ class RunTotals:
     tree_nodes: int = 0
     tree_branches: int = 0
     largest_tree: int = 0
+    held_cycles: int = 0
+    held_back: str = ""
+    """Why K = auto held back, as the last reply that did said (empty: it never did)."""
 
     @property
     def tps(self) -> float:
@@ -61,6 +64,8 @@ class RunTotals:
             tree_cycles=sum(s.tree_cycles for s in stats), tree_nodes=sum(s.tree_nodes for s in stats),
             tree_branches=sum(s.tree_branches for s in stats),
             largest_tree=max((s.largest_tree for s in stats), default=0),
+            held_cycles=sum(f.held_cycles for f in figures),
+            held_back=next((f.held_back for f in reversed(figures) if f.held_back), ""),
         )
 
     @property
@@ -143,6 +148,11 @@ class BenchRow:
     """Branches (leaves) of the average tree."""
     largest_tree: int = 0
     """The most nodes one tree had."""
+    held_back: float = 0.0
+    """The share of target passes in which K = auto held a drafter at K = 0 (drafting would have
+    made them slower)."""
+    held_reason: str = ""
+    """Why, as the last reply that held back said (`engine.events.HoldBack.describe`)."""
 
     @property
     def shape(self) -> str:
@@ -225,6 +235,8 @@ def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], s
         baseline_host_ms_per_cycle=host_per_cycle(bases),
         system=info.system,
         **_tree_figures(specs),
+        held_back=round(sum(s.held_cycles for s in specs) / passes, 3) if passes else 0.0,
+        held_reason=next((s.held_back for s in reversed(specs) if s.held_back), ""),
     )
 
 
@@ -270,6 +282,8 @@ def format_table(rows: list[BenchRow]) -> str:
         rounds = f"{r.speedup_min:>5.2f}-{r.speedup_max:<5.2f}x " if spread else ""
         lines.append(f"{r.k!s:>5} {r.baseline_tps:>15.1f} {r.speculative_tps:>11.1f} {r.speedup:>7.2f}x {rounds}"
                      f"{r.acceptance_rate:>7.1%} {r.mean_accepted:>9.2f} {identical:>9}  {r.shape}")
+        if r.held_reason:
+            lines.append(f"{'':>5} held at K=0 in {r.held_back:.0%} of passes: {r.held_reason}")
     return "\n".join(lines)
 
 

@@ -10,15 +10,23 @@ and costs c_s(k) + v(k + 1) seconds: the drafter's cost, learned as c_call + c_u
 each call took against the work it did (forward passes; 0 for a free lookup), plus the target's
 verify pass over k + 1 rows. The speed-up over plain decoding is E(k)·v(1) / (c_s(k) + v(k + 1));
 we take the k that maximizes it, and k = 0 when none beats 1. While a drafter sits at k = 0 a cheap
-probe every few cycles keeps its estimate fresh, so speculation comes back when the text turns
-predictable again. Each drafter has its own figures, so a combination (a lookup, then a draft
-model) is priced member by member.
+probe keeps its estimate fresh (after 8 cycles, then twice as long after each, up to 64), so
+speculation comes back when the text turns predictable again. Each drafter has its own figures,
+so a combination (a lookup, then a draft model) is priced member by member.
+
+The model predicts; the guard (pays.py) checks: a drafter whose recent cycles ran slower, in
+tokens per wall second, than the recent plain cycles is held at K = 0 whatever the model says,
+and tried again now and then. Either way, `holding` says why (`events.HoldBack`).
 
 v(n) is a table per batch size, not a fitted line: llama.cpp's CPU kernels are not even monotonic
 in n (on the demo pair a 2-row pass took longer than a 4-row one). Each size keeps the median of
 its last few passes, so one slow pass (the first of a new batch shape re-plans llama.cpp's graph)
-does not price that size out for good. Sizes not yet seen are interpolated from their measured
-neighbours. The table does not depend on the temperature, so greedy and sampled replies share it.
+does not price that size out for good, and a size not verified for `STALE_PASSES` passes leaves
+the table (one early pass, on a quieter machine, priced 3 rows like 1 for a whole run). Sizes
+not in it are interpolated from their measured neighbours. What one more row costs (a plan's
+price of a tree's candidates) is the slope of a line fitted to the recent passes of every size,
+not the difference between two entries. The table does not depend on the temperature, so greedy
+and sampled replies share it.
 
 Acceptance is remembered over about the last 30 judged positions (costs over the last 10): at
 T > 0 each judgement is a coin flip, and a short memory let a few unlucky flips drop k to 0.
@@ -34,55 +42,29 @@ draws it, and adds candidates beside a token (a token tree) wherever they pay fo
 
 from __future__ import annotations
 
-from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from statistics import median
 from typing import TYPE_CHECKING
 
 from spectui.engine.drafters.base import BudgetDefaults
 from spectui.engine.draftplan import Calibration, DraftPlan
+from spectui.engine.events import HoldBack, HoldWhy
+from spectui.engine.passcosts import VerifyCosts, _Running
+from spectui.engine.pays import LAST_PROBE, PaysGuard, Rate
 from spectui.limits import MAX_DRAFT, MAX_LOOKUP_DRAFT
 
 if TYPE_CHECKING:
     from spectui.engine.speculative import StepResult
 
-DECAY = 0.9  # weight of history in the cost estimates (about the last 10 observations)
 ACCEPT_DECAY = 0.97  # weight of history in the acceptance estimates (about the last 30)
-VERIFY_WINDOW = 5  # passes per batch size whose median prices that size
-PROBE_EVERY = 8  # cycles at k = 0 between probes
+PROBE_EVERY = 8  # cycles at k = 0 before the first probe (then twice as long after each)
 PROBE_K = 2
 FIRST_GUESS_K = 4  # before anything is measured
 DEFAULT_P_MIN = 0.5  # before any cost is measured
 UNSEEN_ROW_COST = 0.05  # with one batch size measured: each further row costs 5 % of it
+GROWTH = 2  # K = auto drafts at most this many times the longest draft it has measured
 STEADY_CATCH_UP = 2  # tokens a draft reads before drafting when it kept up with the last cycle
 POSITION_PRIOR = 2.0  # weight of the pooled acceptance in each position's estimate
-
-
-@dataclass
-class _Running:
-    """An exponentially weighted least-squares fit of seconds = c_call + c_unit · work."""
-
-    n: float = 0.0
-    x: float = 0.0
-    y: float = 0.0
-    xx: float = 0.0
-    xy: float = 0.0
-
-    def add(self, work: float, seconds: float) -> None:
-        for name, value in (("n", 1.0), ("x", work), ("y", seconds), ("xx", work * work),
-                            ("xy", work * seconds)):
-            setattr(self, name, DECAY * getattr(self, name) + value)
-
-    def coefficients(self) -> tuple[float, float]:
-        """(c_call, c_unit), both ≥ 0."""
-        mean_x, mean_y = self.x / self.n, self.y / self.n
-        var = self.xx / self.n - mean_x * mean_x
-        if var > 1e-6 * max(mean_x * mean_x, 1.0):
-            unit = max((self.xy / self.n - mean_x * mean_y) / var, 0.0)
-            return max(mean_y - unit * mean_x, 0.0), unit
-        if mean_x > 0:  # always the same amount of work: charge it all per unit
-            return 0.0, mean_y / mean_x
-        return mean_y, 0.0
 
 
 @dataclass
@@ -97,9 +79,12 @@ class DrafterFigures:
     judged_confidence: float = 2.0  # prior: confidence is calibrated (factor 1)
     judged_accepted: float = 2.0
     idle_cycles: int = 0
+    probe_every: int = PROBE_EVERY
     probing: bool = False
     last_k: int = 0
     """The k picked for the current cycle (a plan prices its tokens at that speed-up)."""
+    longest: int = 0
+    """The longest chain it was measured on: acceptance past it is a guess (`GROWTH`)."""
     by_confidence: Calibration = field(default_factory=Calibration)
     """Chance of acceptance by the drafter's own confidence (draftplan.py)."""
 
@@ -147,6 +132,8 @@ class DrafterFigures:
 
     def observe(self, step: StepResult) -> None:
         proposal = step.proposal
+        if proposal.work == 0 and not proposal.tokens:
+            return  # held at k = 0, or a lookup that withheld: nothing ran worth pricing
         if proposal.caught_up <= STEADY_CATCH_UP:  # a long catch-up is not a typical cost
             self.cost.add(proposal.work, step.draft_seconds)
         if proposal.calibrated:
@@ -154,6 +141,7 @@ class DrafterFigures:
             self.by_confidence.observe(proposal.parents, proposal.confidences, path)
         # Per position: a tree's first choices are a chain, judged up to its first rejection.
         drafted = proposal.main_chain()
+        self.longest = max(self.longest, drafted)
         accepted = step.accepted if not proposal.is_tree else next(
             (i for i, node in enumerate(step.path) if node != i), len(step.path))
         accepted = min(accepted, drafted)
@@ -171,30 +159,11 @@ class DrafterFigures:
             self.judged_accepted = ACCEPT_DECAY * self.judged_accepted + accepted
 
 
-class VerifyCosts:
-    """Seconds of a target pass per batch size: the median of each size's last few passes."""
-
-    def __init__(self) -> None:
-        self._passes: dict[int, deque[float]] = {}
-        self._medians: dict[int, float] = {}
-
-    def add(self, rows: int, seconds: float) -> None:
-        passes = self._passes.setdefault(rows, deque(maxlen=VERIFY_WINDOW))
-        passes.append(seconds)
-        self._medians[rows] = median(passes)
-
-    def __bool__(self) -> bool:
-        return bool(self._passes)
-
-    def table(self) -> dict[int, float]:
-        """Seconds per batch size (the caller must not change it)."""
-        return self._medians
-
-
 class AutoDraft(BudgetDefaults):
     """Online estimates per drafter and for the target's verify pass; a `Budget` for the step."""
 
-    def __init__(self, max_k: int = MAX_DRAFT, verify: VerifyCosts | None = None, max_leaves: int = 1) -> None:
+    def __init__(self, max_k: int = MAX_DRAFT, verify: VerifyCosts | None = None, max_leaves: int = 1,
+                 plain: Rate | None = None) -> None:
         self.max_k = max_k
         """The longest K it picks for a drafter from its averages (`k`)."""
         self.figures: dict[str, DrafterFigures] = {}
@@ -206,6 +175,12 @@ class AutoDraft(BudgetDefaults):
         """Offer drafters that price their own tokens a `plan` (False: K = auto's k alone)."""
         self.trees = True
         """Let plans add candidates beside the first choice where they pay (False: chains)."""
+        self.guard = PaysGuard(plain if plain is not None else Rate())
+        """What speculation realised against plain decoding (`plain`: shared with the other
+        temperature's figures, as the target's pass costs are)."""
+        self.holds: dict[str, HoldBack] = {}
+        """The drafters held at K = 0 as of the last time each asked, and why."""
+        self._holding_asks = 0
 
     def of(self, source: str) -> DrafterFigures:
         return self.figures.setdefault(source, DrafterFigures())
@@ -216,27 +191,75 @@ class AutoDraft(BudgetDefaults):
         if step.proposal.source:
             self.of(step.proposal.source).observe(step)
 
+    def observe_cycle(self, step: StepResult, seconds: float) -> None:
+        """A whole cycle's wall `seconds` (the loop's own work included), for the guard: a plain
+        step, or the realised speed of the drafter that worked in it. A draft that first caught up
+        on a lookup's run counts (the chain pays for it whenever the lookup proposed: on the demo
+        pair at T = 0.8 leaving those cycles out showed the draft at 1.00x while the replies ran
+        at 0.91x); the first cycle of a probe, which catches up on a whole hold, does not."""
+        proposal = step.proposal
+        self.guard.tick()
+        hold = self.guard.holds.get(proposal.source)
+        if proposal.caught_up > STEADY_CATCH_UP and hold is not None and hold.probing:
+            return  # the probe goes on one more cycle, and that one is measured
+        self.guard.observe(proposal.source, proposal.work > 0 or bool(proposal.tokens), len(step.tokens), seconds)
+
+    def plain_due(self) -> bool:
+        """Whether the next cycle should be a plain step, to keep the guard's baseline fresh."""
+        return self.guard.plain_due()
+
+    def holding(self, sources: Iterable[str]) -> HoldBack | None:
+        """Why a drafter asked this cycle (`sources`) is held, or None; a draft model's reason
+        before a lookup's (it says what a draft costs)."""
+        held = [self.holds[s] for s in sources if s in self.holds]
+        return next((h for h in held if h.draft_cost is not None), held[0] if held else None)
+
     # ----- the Budget protocol --------------------------------------------------------------
 
     def k(self, source: str) -> int:
         figures = self.of(source)
         figures.probing = False
         if not figures.measured or not self.verify:
+            figures.last_k = 0  # no plan: nothing to price it with
             return FIRST_GUESS_K
         best_k, best_gain = 0, 1.0
-        for k in range(1, self.max_k + 1):
+        for k in range(1, min(self.max_k, GROWTH * max(figures.longest, PROBE_K)) + 1):
             gain = self.expected_speedup(source, k)
             if gain > best_gain:
                 best_k, best_gain = k, gain
         figures.last_k = best_k
         if best_k > 0:
-            figures.idle_cycles = 0
-            return best_k
+            held = self.guard.decide(source)
+            if not held:
+                figures.idle_cycles, figures.probe_every = 0, PROBE_EVERY
+                self.holds.pop(source, None)
+                return best_k
+            self._hold(source, "slower")
+            return 0
+        self._hold(source, "cost")
         figures.idle_cycles += 1
-        if figures.idle_cycles % PROBE_EVERY == 0:
+        if figures.idle_cycles >= figures.probe_every:
+            figures.idle_cycles, figures.probe_every = 0, min(2 * figures.probe_every, LAST_PROBE)
             figures.probing = True
+            figures.cost = _Running()  # costs measured before the hold may be stale: measure anew
             return PROBE_K
         return 0
+
+    def _hold(self, source: str, why: HoldWhy) -> None:
+        """Note that `source` is held at K = 0 and why; the break-even acceptance is worked out
+        again only when the reason changes or every `PROBE_EVERY` cycles (it takes a search)."""
+        figures = self.of(source)
+        held = self.holds.get(source)
+        self._holding_asks += 1
+        if not self.verify or not figures.measured:
+            breakeven = None  # nothing to work it out from yet
+        elif held is None or held.why != why or self._holding_asks % PROBE_EVERY == 0:
+            breakeven = self.breakeven(source)
+        else:
+            breakeven = held.breakeven
+        unit = self.verify_cost(1) if self.verify else 0.0
+        cost = figures.cost.coefficients()[1] / unit if unit > 0 and figures.cost.x > 0 else None
+        self.holds[source] = HoldBack(source, why, cost, figures.acceptance, breakeven, self.guard.ratio(source))
 
     def plan(self, source: str) -> DraftPlan | None:
         """For a drafter that prices each token by its own confidence (draftplan.py), asked after
@@ -248,7 +271,7 @@ class AutoDraft(BudgetDefaults):
         k = figures.last_k
         unit = self.verify_cost(1)
         speedup = max(self.expected_speedup(source, k), 1.0)
-        row = max((self.verify_cost(k + 1) - unit) / k, 0.0)  # the slope: single sizes are noisy
+        row = self.row_seconds(k)
         c_unit = figures.cost.coefficients()[1]
         return DraftPlan(max_tokens=self.max_k, row_value=speedup * row / unit,
                          draft_value=speedup * (c_unit + row) / unit, mean_acceptance=figures.acceptance,
@@ -257,7 +280,12 @@ class AutoDraft(BudgetDefaults):
 
     def limit(self, source: str) -> int:
         """K = auto's ceiling for a lookup, which weighs each proposal against its verify rows
-        itself (only lookups ask): no forward pass per token, so past `max_k`."""
+        itself (only lookups ask): no forward pass per token, so past `max_k`; 0 while the guard
+        holds it (the cycles it proposed in ran slower than plain ones)."""
+        if self.guard.decide(source):
+            self._hold(source, "slower")
+            return 0
+        self.holds.pop(source, None)
         return MAX_LOOKUP_DRAFT
 
     def p_min(self, source: str) -> float:
@@ -283,7 +311,34 @@ class AutoDraft(BudgetDefaults):
         """The best `expected_speedup` of `source` at any K up to `max_k`; None before it is measured."""
         if not self.of(source).measured:
             return None
+        if source in self.holds:
+            return 1.0  # held at K = 0: what runs instead is a plain step
         return max(self.expected_speedup(source, k) for k in range(1, self.max_k + 1))
+
+    def breakeven(self, source: str) -> float | None:
+        """The acceptance (the same at every position) above which `source` would pay with its
+        measured costs at its best K; None when it would not pay even at 100 %."""
+        figures, unit = self.of(source), self.verify_cost(1)
+
+        def best(rate: float) -> float:
+            return max((1 - rate ** (k + 1)) / (1 - rate) * unit / (figures.draft_cost(k) + self.verify_cost(k + 1))
+                       for k in range(1, self.max_k + 1))
+
+        low, high = 0.0, 0.999
+        if best(high) <= 1.0:
+            return None
+        for _ in range(16):
+            middle = (low + high) / 2
+            low, high = (middle, high) if best(middle) <= 1.0 else (low, middle)
+        return high
+
+    def row_seconds(self, k: int) -> float:
+        """What one more verify row costs: the fitted slope over recent passes, else the mean
+        extra row up to k + 1 rows."""
+        fitted = self.verify.row_seconds()
+        if fitted is not None:
+            return max(fitted, 0.0)
+        return max((self.verify_cost(k + 1) - self.verify_cost(1)) / k, 0.0)
 
     # ----- the model ------------------------------------------------------------------------
 
@@ -303,5 +358,8 @@ class AutoDraft(BudgetDefaults):
             lo, hi = max(below), min(above)
             return table[lo] + (table[hi] - table[lo]) * (rows - lo) / (hi - lo)
         nearest = max(below) if below else min(above)
-        return table[nearest] * (1 + UNSEEN_ROW_COST * (rows - nearest))
+        slope = self.verify.row_seconds()  # past the sizes measured: the recent passes' slope
+        if slope is None:
+            return table[nearest] * (1 + UNSEEN_ROW_COST * (rows - nearest))
+        return max(table[nearest] + max(slope, 0.0) * (rows - nearest), 0.0)
 

@@ -35,6 +35,48 @@ class TextPiece:
         return self.origin != TARGET
 
 
+HoldWhy = Literal["cost", "slower"]
+"""Why K = auto holds a drafter at K = 0: `cost`, its measured costs and acceptance promise no
+gain; `slower`, the cycles in which it drafted ran slower than plain ones (`engine.pays`)."""
+
+
+@dataclass(frozen=True)
+class HoldBack:
+    """K = auto holds a drafter at K = 0 because speculating would make the reply slower: which,
+    why, and the figures that say so (the panel, bench and serve show `describe()`)."""
+
+    source: str
+    """The drafter held (`model`, `suffix`, …)."""
+    why: HoldWhy
+    draft_cost: float | None
+    """Seconds of one drafted token over a one-row target pass (0.63: 63 %); None for a drafter
+    that runs no forward pass (a lookup), or before it is measured."""
+    acceptance: float
+    """Its recent acceptance (accepted / judged drafted tokens)."""
+    breakeven: float | None
+    """The acceptance above which it would pay with these costs; None: not even at 100 %."""
+    realised: float | None = None
+    """Its recent cycles' speed over the plain cycles' (0.82: 0.82x); None: not measured."""
+
+    def describe(self) -> str:
+        """E.g. "this draft costs 63 % of a target pass: it pays only above ~90 % acceptance
+        (now 68 %); holding at K = 0"."""
+        who = "this draft" if self.source == "model" else f"the {self.source} drafter"
+        cost = (f"{who} costs {_percent(self.draft_cost)} of a target pass" if self.draft_cost is not None
+                else f"{who} runs no forward pass")
+        now = f"{_percent(self.acceptance)} accepted"
+        if self.why == "slower" and self.realised is not None:
+            return (f"speculation ran at {self.realised:.2f}x speculation off ({cost}, {now}): "
+                    "holding at K = 0, trying again now and then")
+        pays = ("it cannot pay here even at 100 % acceptance" if self.breakeven is None
+                else f"it pays only above ~{_percent(self.breakeven)} acceptance")
+        return f"{cost}: {pays} (now {now}); holding at K = 0"
+
+
+def _percent(fraction: float) -> str:
+    return f"{fraction * 100:.0f} %"
+
+
 @dataclass(frozen=True)
 class CycleStats:
     """One draft-then-verify cycle (or one plain target step when K = 0)."""
@@ -56,6 +98,8 @@ class CycleStats:
     """Its time outside llama.cpp's compute calls, by part (`spectui.engine.hostcost`)."""
     branches: int = 1
     """Leaves of the proposal: 1 for a chain, more for a token tree (`drafted` is its nodes)."""
+    held: HoldBack | None = None
+    """K = auto held a drafter at K = 0 this cycle, and why (None: nothing held)."""
 
 
 @dataclass
@@ -109,6 +153,10 @@ class GenerationStats:
     """Time spent waiting on RPC workers' answers during the reply."""
     host: HostCost = field(default_factory=HostCost)
     """Decode cycles' time outside llama.cpp's compute calls, by part (probe cycles apart)."""
+    held_cycles: int = 0
+    """Decode cycles in which K = auto held a drafter at K = 0 (it would have made them slower)."""
+    held: HoldBack | None = None
+    """Why, as of the last cycle that held one (None: K = auto never held back in this reply)."""
 
     def add_cycle(self, cycle: CycleStats) -> None:
         self.generated_tokens += cycle.emitted
@@ -119,6 +167,9 @@ class GenerationStats:
         self.decode_tokens += cycle.emitted
         self.decode_seconds += cycle.seconds
         self.host += cycle.host
+        if cycle.held is not None:
+            self.held_cycles += 1
+            self.held = cycle.held
         self.drafted += cycle.drafted
         self.accepted += cycle.accepted
         self.target_passes += 1

@@ -19,7 +19,7 @@ import numpy as np
 
 from spectui.engine import drafters as registry
 from spectui.engine import hostcost
-from spectui.engine.autodraft import AutoDraft, VerifyCosts
+from spectui.engine.autodraft import AutoDraft
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig
 from spectui.engine.drafters.base import Budget, CappedBudget, Drafter, FixedBudget
 from spectui.engine.drafters.chain import ChainDrafter
@@ -39,6 +39,8 @@ from spectui.engine.grammar import Grammar
 from spectui.engine.heads import check_not_a_head
 from spectui.engine.loading import ProgressCallback
 from spectui.engine.model import LlamaModel
+from spectui.engine.passcosts import VerifyCosts
+from spectui.engine.pays import Rate
 from spectui.engine.rpc import RpcCluster
 from spectui.engine.rpc import connect as connect_rpc
 from spectui.engine.sampling import NoTokenAllowed
@@ -212,6 +214,7 @@ class _Reply:
             yield TokenLogprobs((scored,))
         while reason is None:
             laps = hostcost.Laps()
+            cycle_start = hostcost.now()
             if cancelled():
                 reason = "cancelled"
                 break
@@ -230,10 +233,14 @@ class _Reply:
             source = step.proposal.source
             pieces, reason, emitted = self._accept(step.tokens, step.accepted, source or TARGET)
             k = budget.given_to(source)
+            auto = control.effective_k() == AUTO and not probe
+            if auto or drafter is None:  # what K = auto realised, or a plain step
+                self.auto.observe_cycle(step, hostcost.now() - cycle_start + tail)
+            held = self.auto.holding(budget.given) if auto else None
             laps.lap("bookkeeping")
             host = step.host + laps.cost() + hostcost.HostCost(bookkeeping=tail)
             cycle = CycleStats(k, step.drafted, step.accepted, emitted,
-                               step.draft_seconds + step.verify_seconds, source, probe, host, step.branches)
+                               step.draft_seconds + step.verify_seconds, source, probe, host, step.branches, held)
             started = hostcost.now()
             self.stats.add_cycle(cycle)
             self._count_traffic()
@@ -264,6 +271,8 @@ class _Reply:
         """This cycle's drafter and budget: the user's K or auto's, never past max_tokens or the
         context, nor past what the drafter can propose; none during a baseline probe."""
         wanted = 0 if probe else control.effective_k()
+        if wanted == AUTO and self.auto.plain_due():
+            wanted = 0  # a plain step now and then: the guard's baseline, measured as things are now
         drafter = self.generator.drafter(control.drafter) if wanted != 0 else None
         remaining = self.config.max_tokens - len(self.tokens) - 1
         cap = min(remaining, self.target.room() - 1, self.target.max_undo, drafter.max_k if drafter else 0)
@@ -363,11 +372,12 @@ def load_generator(
 
 def _fresh_autos(target: LlamaModel) -> dict[bool, AutoDraft]:
     """K = auto's figures for greedy (True) and sampled (False) replies; the target's pass costs
-    do not depend on the temperature, so both read one table. Trees only where the target can
+    and its plain speed (the guard's baseline) do not depend much on the temperature, so both
+    read one table and one rate. Trees only where the target can
     verify them (an attention-only model; see tree_cache.py)."""
-    verify = VerifyCosts()
+    verify, plain = VerifyCosts(), Rate()
     leaves = target.n_seqs if target.can_verify_trees else 1
-    return {greedy: AutoDraft(verify=verify, max_leaves=leaves) for greedy in (True, False)}
+    return {greedy: AutoDraft(verify=verify, max_leaves=leaves, plain=plain) for greedy in (True, False)}
 
 
 def _path(value: str | os.PathLike[str] | None) -> Path | None:

@@ -99,6 +99,9 @@ def timings(figures: ReplyFigures) -> dict[str, Any]:
     if figures.drafted:
         out["draft_n"] = figures.drafted
         out["draft_n_accepted"] = figures.accepted
+    if figures.held_back:  # spectui's own: K = auto held speculation back, and why
+        out["draft_held_n"] = figures.held_cycles
+        out["draft_held_reason"] = figures.held_back
     return out
 
 

@@ -86,6 +86,10 @@ class ReplyFigures:
     round_trips: int = 0
     """Network round trips to RPC workers (0 for a local target)."""
     network_wait_seconds: float = 0.0
+    held_cycles: int = 0
+    """Target passes in which K = auto held a drafter at K = 0 (drafting would have been slower)."""
+    held_back: str = ""
+    """Why, in one sentence (`engine.events.HoldBack.describe`); empty when it never held back."""
 
     # ----- derived ------------------------------------------------------------------------------
 
@@ -114,6 +118,7 @@ class ReplyFigures:
             decode_tokens=stats.decode_tokens, decode_seconds=stats.decode_seconds,
             by_drafter={source: DrafterFigures(t.proposed, t.accepted) for source, t in stats.by_source.items()},
             round_trips=stats.round_trips, network_wait_seconds=stats.network_wait_seconds,
+            held_cycles=stats.held_cycles, held_back=stats.held.describe() if stats.held is not None else "",
         )
 
     @classmethod
@@ -192,6 +197,8 @@ def meta_line(figures: ReplyFigures | None, show_timings: bool = True) -> str:
         parts.append(f"{figures.mean_accepted:.2f} tok/pass")
     if figures.k:
         parts.append(f"K={figures.k}")
+    if show_timings and figures.held_cycles and figures.target_passes:  # K = auto's timed choice
+        parts.append(f"held at K=0 in {figures.held_cycles / figures.target_passes:.0%} of passes (slower otherwise)")
     if show_timings and figures.tps:
         parts.append(f"{figures.tps:.1f} tok/s")
     if figures.sampling:

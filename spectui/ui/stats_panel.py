@@ -111,6 +111,15 @@ def _speedup(tps: float, baseline: Baseline | None, show_timings: bool,
     return f"{tps / baseline.tokens_per_second:.2f}x"
 
 
+def hold_note(totals: GenerationStats | None) -> str:
+    """When and why K = auto held speculation back (drafting would have made the reply slower):
+    in how many of the reply's passes, and the reason as of the last one; "" when it never did."""
+    if totals is None or totals.held is None:
+        return ""
+    share = totals.held_cycles / totals.target_passes if totals.target_passes else 0.0
+    return f"held at K = 0 in {share:.0%} of passes: {totals.held.describe()}"
+
+
 def low_acceptance_advice(totals: GenerationStats, k_label: str, same_model: bool = False) -> str | None:
     """After a reply: suggest a smaller K or speculation off when the draft mostly missed.
 
@@ -120,6 +129,8 @@ def low_acceptance_advice(totals: GenerationStats, k_label: str, same_model: boo
     # judged on the chains only: a tree's alternatives would read as misses (chain_acceptance_rate)
     if totals.chain_drafted < MIN_DRAFTED_FOR_ADVICE or totals.chain_acceptance_rate >= LOW_ACCEPTANCE:
         return None
+    if totals.held is not None:
+        return None  # K = auto already held back where drafting did not pay (`hold_note` says so)
     better = ("the draft is this model at a lower precision: a less quantized draft agrees more "
               "(and costs more), and a lower --temperature raises acceptance" if same_model
               else "a draft from the same family may agree more")
@@ -315,7 +326,8 @@ class StatsPanel(Vertical):
         self.query_one("#speed-spark", Sparkline).data = speeds
         self.query_one("#baseline-note", Static).update(Text(line(self._baseline_note())))
         warm = state.warm_note if self.show_timings else PERCENT.sub(HIDDEN, state.warm_note)
-        notes = "\n".join(line(note) for note in [*state.notes, warm]).strip()
+        held = hold_note(state.totals) if self.show_timings else ""  # it follows the timings
+        notes = "\n".join(line(note) for note in [held, *state.notes, warm] if note).strip()
         self.query_one("#panel-notes", Static).update(Text(notes))
 
     def _baseline_note(self) -> str:

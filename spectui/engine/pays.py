@@ -1,0 +1,151 @@
+"""Does speculation pay, as realised? K = auto's guard against making a reply slower.
+
+K = auto's model (autodraft.py) predicts a drafter's speed-up from its measured acceptance and
+costs. A prediction can be wrong in ways the model does not see: a drafter that stops early when
+unsure still pays for the pass that told it so, trees verify more rows than the chain K priced,
+the host's work per cycle, a machine that got busier. So the guard also measures what
+speculation *did*: tokens per wall second over the recent cycles in which a drafter worked,
+against the recent plain cycles (one target pass, one token: what speculation off runs). A
+drafter whose cycles ran slower than plain ones is held at K = 0.
+
+Holding back is never final: a held drafter is tried again now and then (a probe cycle: after
+`FIRST_PROBE` cycles, then twice as long after each probe that ran slower, up to `LAST_PROBE`;
+back to `FIRST_PROBE` after one that paid), and at once when the plain speed moved by more than
+`CHANGED` since the hold began (the machine's load changed: what was measured no longer holds).
+While speculating, a plain cycle now and then (`PLAIN_EVERY`) keeps the comparison's other side
+fresh, so a baseline measured on a quiet (or busy) moment cannot decide for the whole run.
+
+Both rates are exponentially weighted over about the last seven cycles of each kind (`DECAY`), so
+they follow the text (a loop the lookups predict, then prose) and the machine as they change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DECAY = 0.85
+"""Weight of history in each rate: about the last seven cycles. A drafter's cycles vary a lot
+(one token, or a whole accepted draft): a shorter memory held back a draft that pays on
+average after three unlucky cycles."""
+MIN_WEIGHT = 4.0
+"""A rate counts once this much (decayed) weight of cycles is behind it: five cycles."""
+HOLD_BELOW = 1.0
+"""A drafter whose cycles ran below this fraction of the plain speed is held at K = 0."""
+FIRST_PROBE = 8
+LAST_PROBE = 64
+"""Cycles at K = 0 between probes of a held drafter: from the first to the last, doubling."""
+PLAIN_EVERY = 64
+"""Speculative cycles between two plain ones while speculation pays."""
+CHANGED = 0.25
+"""The plain speed moved by more than this fraction since a hold began: probe now."""
+
+
+@dataclass
+class Rate:
+    """Tokens per second over recent cycles, exponentially weighted."""
+
+    tokens: float = 0.0
+    seconds: float = 0.0
+    weight: float = 0.0
+    last: float = 0.0
+    """The speed of the last cycle alone."""
+
+    def add(self, tokens: int, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        self.tokens = DECAY * self.tokens + tokens
+        self.seconds = DECAY * self.seconds + seconds
+        self.weight = DECAY * self.weight + 1.0
+        self.last = tokens / seconds
+
+    @property
+    def known(self) -> bool:
+        return self.weight >= MIN_WEIGHT
+
+    @property
+    def tps(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass
+class Hold:
+    """A drafter the guard holds at K = 0."""
+
+    plain_tps: float
+    """The plain speed when the hold began (or was last confirmed)."""
+    idle: int = 0
+    """Cycles at K = 0 since the last probe."""
+    every: int = FIRST_PROBE
+    probing: bool = False
+    """The current cycle is a probe of this drafter."""
+
+
+@dataclass
+class PaysGuard:
+    """Realised speed per drafter against the plain speed; which drafters to hold at K = 0."""
+
+    plain: Rate = field(default_factory=Rate)
+    """Plain cycles (no drafter worked): the speculation-off speed as it is now."""
+    realised: dict[str, Rate] = field(default_factory=dict)
+    """Per drafter `source`: the cycles in which it worked (drafted, or ran a forward pass)."""
+    holds: dict[str, Hold] = field(default_factory=dict)
+    since_plain: int = 0
+    """Speculative cycles since the last plain one."""
+
+    def observe(self, source: str, worked: bool, tokens: int, seconds: float) -> None:
+        """One cycle's tokens and wall seconds; `worked`: drafter `source` did something (else
+        it was a plain step)."""
+        if not worked:
+            self.plain.add(tokens, seconds)
+            self.since_plain = 0
+            return
+        self.since_plain += 1
+        rate = self.realised.setdefault(source, Rate())
+        rate.add(tokens, seconds)
+        hold = self.holds.get(source)
+        if hold is not None and hold.probing:
+            hold.probing = False
+            paid = self.plain.tps > 0 and rate.last >= HOLD_BELOW * self.plain.tps
+            hold.every = FIRST_PROBE if paid else min(2 * hold.every, LAST_PROBE)
+            hold.plain_tps = self.plain.tps
+
+    def ratio(self, source: str) -> float | None:
+        """The drafter's realised speed over the plain speed; None until both are measured."""
+        rate = self.realised.get(source)
+        if rate is None or not rate.known or not self.plain.known or self.plain.tps <= 0:
+            return None
+        return rate.tps / self.plain.tps
+
+    def plain_due(self) -> bool:
+        """Whether the next cycle should be plain: the plain speed is unknown while a drafter's is
+        known, or it was last measured `PLAIN_EVERY` speculative cycles ago."""
+        if self.since_plain >= PLAIN_EVERY:
+            return True
+        return not self.plain.known and any(rate.known for rate in self.realised.values())
+
+    def tick(self) -> None:
+        """A cycle went by: each hold waits one more cycle for its probe, or probes now when the
+        plain speed moved since it began."""
+        for hold in self.holds.values():
+            if hold.probing:
+                continue
+            hold.idle += 1
+            moved = hold.plain_tps > 0 and abs(self.plain.tps / hold.plain_tps - 1.0) > CHANGED
+            if hold.idle >= hold.every or moved:
+                hold.idle, hold.probing, hold.plain_tps = 0, True, self.plain.tps
+
+    def decide(self, source: str) -> bool | None:
+        """Whether to hold drafter `source` at K = 0 this cycle (the same answer however often a
+        cycle asks: a lookup is asked after every token a draft model behind it drafts): True to
+        hold it, False to let it draft (a probe too), None while nothing is measured (let it)."""
+        ratio = self.ratio(source)
+        hold = self.holds.get(source)
+        if hold is None:
+            if ratio is None or ratio >= HOLD_BELOW:
+                return None if ratio is None else False
+            self.holds[source] = Hold(self.plain.tps)
+            return True
+        if ratio is not None and ratio >= HOLD_BELOW:
+            del self.holds[source]  # a probe (or the plain speed) showed it pays again
+            return False
+        return not hold.probing  # a probe goes on until it is measured

@@ -1,0 +1,363 @@
+"""K = auto never makes a reply slower: on a scripted target and drafter with chosen costs it holds
+at K = 0 where drafting cannot pay, drafts where it does, comes back when the costs change, and
+says why it holds back (`events.HoldBack`).
+
+Time here is a virtual clock that only the double's passes and the drafter's passes move (each
+by the cost the test chose), so every figure K = auto and its guard measure is exact and the
+decisions do not depend on how busy the machine is: no wall-clock time is asserted."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spectui.engine import hostcost
+from spectui.engine.autodraft import AutoDraft
+from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
+from spectui.engine.drafters.base import Budget, Proposal
+from spectui.engine.drafters.scripted import ScriptedDrafter
+from spectui.engine.events import Finished, HoldBack, Progress
+from spectui.engine.generator import Generator
+from spectui.engine.pays import FIRST_PROBE, LAST_PROBE, PLAIN_EVERY, PaysGuard
+from spectui.engine.scripted_target import ScriptedTarget, bigram_script
+
+N_VOCAB = 32
+PASS_S = 0.010
+"""A one-row target pass: 10 virtual ms."""
+GREEDY = SamplingConfig(temperature=0.0)
+PROMPT = [1, 2, 3, 4]
+
+
+class Clock:
+    """Virtual seconds: moved only by the double's and the drafter's passes."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
+    virtual = Clock()
+    monkeypatch.setattr(time, "perf_counter", virtual)  # the step's draft and verify seconds
+    monkeypatch.setattr(hostcost, "now", virtual)  # the loop's cycle seconds
+    yield virtual
+
+
+class CostedTarget(ScriptedTarget):
+    """The double, each pass costing PASS_S plus `row` x PASS_S per row after the first."""
+
+    def __init__(self, clock: Clock, row: float) -> None:
+        super().__init__(bigram_script(N_VOCAB, seed=3), N_VOCAB, n_ctx=8192)
+        self.clock, self.row = clock, row
+
+    def reset(self) -> None:
+        self.cached.clear()
+
+    def extend(self, tokens: Sequence[int], n_logits: int = 1) -> np.ndarray:
+        self.clock.t += PASS_S * (1 + self.row * (len(tokens) - 1))
+        return super().extend(tokens, n_logits)
+
+
+class CostedDrafter(ScriptedDrafter):
+    """Proposes the target's own greedy tokens, each right with chance `acceptance` (a miss ends
+    what it gets right), at `cost` x PASS_S per forward pass; with chance `unsure` it pays one pass
+    and proposes nothing (a draft that stopped at its first, unsure token)."""
+
+    def __init__(self, clock: Clock, target: ScriptedTarget, cost: float, acceptance: float,
+                 unsure: float = 0.0) -> None:
+        super().__init__(self._script, source="model")
+        self.clock, self.target, self.cost = clock, target, cost
+        self.acceptance, self.unsure = acceptance, unsure
+        self.rng = np.random.default_rng(11)
+
+    def _script(self, context: Sequence[int], k: int) -> list[int]:
+        tokens: list[int] = []
+        for _ in range(k):
+            best = int(np.argmax(self.target.logits([*context, *tokens])))
+            tokens.append(best if self.rng.random() < self.acceptance else (best + 1) % N_VOCAB)
+        return tokens
+
+    def propose(self, context: Sequence[int], budget: Budget, cfg: SamplingConfig,
+                rng: np.random.Generator) -> Proposal:
+        proposal = Proposal(source=self.source)
+        k = budget.k(self.source)  # asked once a cycle, as every drafter does
+        if k <= 0:
+            return proposal  # held: no pass, nothing to pay
+        proposal.work = 1
+        if self.rng.random() >= self.unsure:
+            for token in self._script(context, k):
+                proposal.add(token)
+            proposal.work = len(proposal.tokens)
+        self.clock.t += self.cost * PASS_S * proposal.work
+        return proposal
+
+
+def pair(clock: Clock, *, cost: float, acceptance: float, row: float = 0.05,
+         unsure: float = 0.0) -> tuple[Generator, CostedDrafter]:
+    target = CostedTarget(clock, row)
+    drafter = CostedDrafter(clock, target, cost, acceptance, unsure)
+    return Generator(target, {"model": drafter}, "model"), drafter  # type: ignore[arg-type]
+
+
+def reply(gen: Generator, k: object, tokens: int = 200) -> tuple[list[Progress], Finished]:
+    events = list(gen.generate(PROMPT, GenerationConfig(max_tokens=tokens, sampling=GREEDY), DraftControl(k)))
+    final = events[-1]
+    assert isinstance(final, Finished)
+    return [e for e in events if isinstance(e, Progress)], final
+
+
+def speed_ratio(gen: Generator, tokens: int = 200) -> tuple[float, list[Progress], Finished]:
+    """K = auto's decode speed over K = 0's, on the virtual clock, after a plain reply (as the
+    calibration after load and bench's baseline give K = auto its plain speed)."""
+    gen.reset()
+    _, plain = reply(gen, 0, tokens)
+    gen.reset()
+    cycles, auto = reply(gen, AUTO, tokens)
+    assert auto.tokens == plain.tokens  # greedy: speculation changes nothing but the speed
+    return auto.stats.decode_tps / plain.stats.decode_tps, cycles, auto
+
+
+def test_a_draft_that_costs_63_percent_of_a_pass_at_70_percent_acceptance_holds_at_k_0(clock: Clock) -> None:
+    """The demo pair's figures: a draft token costs 63 % of a target pass, rows 25 %; at 70 %
+    acceptance no K pays, so K = auto holds at K = 0 (probing now and then) and the reply runs at
+    speculation off's speed, not below it."""
+    gen, _ = pair(clock, cost=0.63, acceptance=0.7, row=0.25)
+    ratio, cycles, final = speed_ratio(gen, 300)
+    late = cycles[len(cycles) // 2:]
+    assert sum(c.cycle.k == 0 for c in late) >= 0.9 * len(late)
+    assert ratio >= 0.97
+    held = final.stats.held
+    assert held is not None and held.source == "model" and final.stats.held_cycles > len(cycles) // 2
+    assert held.draft_cost == pytest.approx(0.63, abs=0.01)
+    assert held.breakeven is not None and held.breakeven > 0.7
+    text = held.describe()
+    assert text.startswith("this draft costs 63 % of a target pass: it pays only above ~")
+    assert text.endswith("holding at K = 0")
+
+
+def test_a_cheap_draft_that_agrees_drafts_and_never_holds(clock: Clock) -> None:
+    gen, _ = pair(clock, cost=0.05, acceptance=0.9, row=0.02)
+    ratio, cycles, final = speed_ratio(gen)
+    assert ratio > 2.0
+    assert final.stats.held is None and final.stats.held_cycles == 0
+    assert all(c.cycle.held is None for c in cycles)
+    assert sum(c.cycle.k > 0 for c in cycles) >= 0.9 * len(cycles)
+
+
+def test_the_guard_holds_back_what_the_model_cannot_see(clock: Clock) -> None:
+    """A draft that, 95 % of the time, pays a pass and then proposes nothing (unsure of its first
+    token). The model prices only what is proposed (all of it accepted) and predicts a gain of
+    about 1.4x; the cycles realise about 0.85x of plain ones, so the guard holds it at K = 0."""
+    gen, _ = pair(clock, cost=0.6, acceptance=1.0, row=0.1, unsure=0.95)
+    auto = gen.auto(True)
+    ratio, cycles, final = speed_ratio(gen, 400)
+    assert auto.best_speedup("model") == 1.0  # held: a lookup ahead of it competes with a plain step
+    held = final.stats.held
+    # `slower`: the guard held it where the model would have drafted (it found a K that pays)
+    assert held is not None and held.why == "slower" and held.realised is not None and held.realised < 1.0
+    assert held.describe().startswith(f"speculation ran at {held.realised:.2f}x speculation off (this draft costs")
+    late = cycles[len(cycles) // 2:]
+    assert sum(c.cycle.k == 0 for c in late) >= 0.85 * len(late)
+    assert ratio >= 0.97
+
+
+def test_holding_back_is_undone_when_the_draft_gets_cheaper(clock: Clock) -> None:
+    """Held at K = 0 in one reply (a dear draft), K = auto drafts again in the next once the
+    draft's cost falls (a probe measures it), within a reply's worth of probes."""
+    gen, drafter = pair(clock, cost=0.9, acceptance=0.8, row=0.2)
+    gen.reset()
+    reply(gen, 0, 100)
+    gen.reset()
+    _, dear = reply(gen, AUTO, 300)
+    assert dear.stats.held is not None
+    drafter.cost, gen.target.row = 0.05, 0.02  # type: ignore[attr-defined]
+    gen.reset()
+    cycles, _cheap = reply(gen, AUTO, 400)
+    late = cycles[len(cycles) // 2:]
+    assert sum(c.cycle.k > 0 for c in late) >= 0.8 * len(late)
+    assert all(c.cycle.held is None for c in late)
+
+
+def test_a_disturbed_plain_speed_does_not_hold_speculation_back_for_the_run(clock: Clock) -> None:
+    """The plain speed was measured on a quiet moment, then the machine got twice as slow: the
+    speculative cycles, measured slow, look slower than that stale baseline and are held; the
+    plain cycles held back measure the new plain speed, and speculation comes back."""
+    gen, _ = pair(clock, cost=0.2, acceptance=0.9, row=0.05)
+    gen.reset()
+    reply(gen, 0, 60)  # the plain speed at 10 ms a pass
+    global PASS_S
+    quiet = PASS_S
+    try:
+        PASS_S = 2 * quiet  # everything twice as slow from here on
+        gen.reset()
+        cycles, _final = reply(gen, AUTO, 400)
+    finally:
+        PASS_S = quiet
+    late = cycles[len(cycles) // 2:]
+    assert sum(c.cycle.k > 0 for c in late) >= 0.8 * len(late)
+
+
+# ----- the guard alone ------------------------------------------------------------------------
+
+
+def feed(guard: PaysGuard, source: str, tps: float, n: int, *, plain: float) -> None:
+    for _ in range(n):
+        guard.observe("", False, 1, 1 / plain)
+        guard.observe(source, True, 3, 3 / tps)
+
+
+def test_the_guard_holds_a_slower_drafter_probes_it_and_lets_it_go_when_it_pays() -> None:
+    def cycle() -> bool | None:
+        answer = guard.decide("model")
+        assert guard.decide("model") == answer  # asked again in the same cycle: the same answer
+        if answer is not False:
+            guard.observe("", False, 1, 1 / 100.0)  # held: a plain step
+        guard.tick()
+        return answer
+
+    guard = PaysGuard()
+    assert guard.decide("model") is None  # nothing measured: let it draft
+    feed(guard, "model", tps=80.0, n=8, plain=100.0)
+    decisions = [cycle() for _ in range(FIRST_PROBE + 1)]
+    assert decisions[:-1] == [True] * FIRST_PROBE and decisions[-1] is False  # then the probe
+    assert guard.decide("model") is False  # the probe goes on until it is measured
+    guard.observe("model", True, 3, 3 / 80.0)  # it still does not pay: the next probe waits longer
+    assert guard.holds["model"].every == 2 * FIRST_PROBE
+    assert [cycle() for _ in range(2 * FIRST_PROBE + 1)] == [True] * (2 * FIRST_PROBE) + [False]
+    for _ in range(6):  # the text turned predictable: its probes pay
+        guard.observe("model", True, 6, 6 / 150.0)
+    assert guard.decide("model") is False and "model" not in guard.holds
+
+
+def test_the_guard_probes_at_once_when_the_plain_speed_moves() -> None:
+    guard = PaysGuard()
+    feed(guard, "model", tps=80.0, n=8, plain=100.0)
+    assert guard.decide("model") is True
+    for _ in range(4):
+        guard.observe("", False, 1, 1 / 60.0)  # the machine got busier
+    guard.tick()
+    assert guard.decide("model") is False
+
+
+def test_the_guard_asks_for_a_plain_cycle_now_and_then() -> None:
+    guard = PaysGuard()
+    for _ in range(6):
+        guard.observe("model", True, 3, 0.02)
+    assert guard.plain_due()  # a drafter's speed is known, the plain speed is not
+    for _ in range(6):
+        guard.observe("", False, 1, 0.01)
+    assert not guard.plain_due()
+    for _ in range(PLAIN_EVERY):
+        guard.observe("model", True, 3, 0.02)
+    assert guard.plain_due()
+    assert LAST_PROBE <= PLAIN_EVERY
+
+
+def test_the_reason_reads_plainly() -> None:
+    cost = HoldBack("model", "cost", 0.63, 0.68, 0.9)
+    assert cost.describe() == ("this draft costs 63 % of a target pass: it pays only above ~90 % acceptance "
+                               "(now 68 % accepted); holding at K = 0")
+    never = HoldBack("model", "cost", 1.2, 0.95, None)
+    assert "it cannot pay here even at 100 % acceptance" in never.describe()
+    slower = HoldBack("model", "slower", 0.45, 0.93, 0.8, realised=0.82)
+    assert slower.describe() == ("speculation ran at 0.82x speculation off (this draft costs 45 % of a target "
+                                 "pass, 93 % accepted): holding at K = 0, trying again now and then")
+
+
+def test_a_hold_is_reported_only_for_the_drafters_asked_this_cycle() -> None:
+    auto = AutoDraft()
+    auto.holds["model"] = HoldBack("model", "cost", 0.6, 0.5, 0.9)
+    assert auto.holding(["suffix"]) is None
+    assert auto.holding(["suffix", "model"]) is auto.holds["model"]
+
+
+# ----- where the reason is shown -------------------------------------------------------------
+
+
+def test_the_reason_reaches_the_panel_the_reply_summary_bench_and_serve(clock: Clock) -> None:
+    from spectui.bench.report import RunInfo, RunTotals, format_table, make_row
+    from spectui.serve.responses import timings
+    from spectui.session.figures import ReplyFigures, meta_line
+    from spectui.ui.stats_panel import hold_note, low_acceptance_advice
+
+    gen, _ = pair(clock, cost=0.63, acceptance=0.3, row=0.25)
+    _, plain = reply(gen, 0, 100)
+    gen.reset()
+    _, final = reply(gen, AUTO, 200)
+    stats = final.stats
+    assert stats.held is not None
+    reason = stats.held.describe()
+    share = stats.held_cycles / stats.target_passes
+    assert share > 0.9
+    assert hold_note(stats) == f"held at K = 0 in {share:.0%} of passes: {reason}"
+    assert hold_note(plain.stats) == ""
+    assert low_acceptance_advice(stats, "auto") is None  # K = auto already held back: no advice to
+    figures = ReplyFigures.of(stats, "length", k="auto (now 0)")
+    assert figures.held_back == reason and figures.held_cycles == stats.held_cycles
+    assert f"held at K=0 in {share:.0%} of passes (slower otherwise)" in meta_line(figures)
+    assert "held at K=0" not in meta_line(figures, show_timings=False)
+    assert ReplyFigures.from_stored(figures.stored()) == figures
+    assert timings(figures)["draft_held_reason"] == reason
+    assert "draft_held_reason" not in timings(ReplyFigures.of(plain.stats, "length"))
+    base = RunTotals.of([ReplyFigures.of(plain.stats, "length")], [plain.tokens])
+    spec = RunTotals.of([figures], [final.tokens])
+    row = make_row(AUTO, GenerationConfig(max_tokens=200, sampling=GREEDY), [base], [spec],
+                   RunInfo(Path("t.gguf"), None, "model", "scripted"))
+    assert row.held_reason == reason and row.held_back == round(share, 3)
+    assert f"held at K=0 in {share:.0%} of passes: {reason}" in format_table([row])
+
+
+def test_the_probe_script_prints_k_autos_figures_per_cycle(tiny_pair) -> None:
+    """scripts/probe_k_auto.py (the diagnosis in docs/BENCHMARKS.md, "Never slower") still runs."""
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    args = [str(tiny_pair.target), str(tiny_pair.draft), "--drafter", "model", "--tokens", "24", "--rounds", "1",
+            "--prompt", "Tell me about the wind"]
+    done = subprocess.run([sys.executable, "scripts/probe_k_auto.py", *args], cwd=root, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    cycles = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert cycles and all({"k", "d", "a", "sec", "held"} <= set(cycle) for cycle in cycles)
+    assert "verify table" in done.stdout
+
+
+def test_a_lookup_whose_proposals_ran_slower_is_held_too() -> None:
+    """A lookup is asked its ceiling (`limit`) after every token a draft model behind it drafts:
+    the guard gives the same answer each time, and 0 while its cycles ran slower than plain ones."""
+    auto = AutoDraft()
+    feed(auto.guard, "suffix", tps=70.0, n=8, plain=100.0)
+    assert [auto.limit("suffix") for _ in range(3)] == [0, 0, 0]
+    held = auto.holding(["suffix", "model"])
+    assert held is not None and held.source == "suffix" and held.draft_cost is None
+    assert held.describe().startswith("speculation ran at 0.70x speculation off (the suffix drafter runs no "
+                                      "forward pass")
+    feed(auto.guard, "suffix", tps=300.0, n=8, plain=100.0)  # its probes paid
+    assert auto.limit("suffix") > 0 and auto.holding(["suffix"]) is None
+
+
+def test_a_drafts_catch_up_after_a_lookups_run_counts_against_it_but_not_a_probes() -> None:
+    from spectui.engine.speculative import StepResult
+
+    def cycle(auto: AutoDraft, caught_up: int, seconds: float) -> None:
+        proposal = Proposal([1, 2], [None, None], [1.0, 1.0], "model", 2, caught_up)
+        auto.observe_cycle(StepResult([1, 2, 3], proposal, 2, 0.0, 0.0), seconds)
+
+    auto = AutoDraft()
+    cycle(auto, caught_up=12, seconds=0.05)  # read a lookup's 12 accepted tokens first: counted
+    assert auto.guard.realised["model"].last == pytest.approx(60.0)
+    feed(auto.guard, "model", tps=50.0, n=8, plain=100.0)
+    assert auto.guard.decide("model") is True
+    auto.guard.holds["model"].probing = True
+    cycle(auto, caught_up=40, seconds=0.2)  # a probe's first cycle catches up on the whole hold
+    assert auto.guard.realised["model"].last == pytest.approx(50.0)  # not counted: the probe goes on
+    assert auto.guard.holds["model"].probing
