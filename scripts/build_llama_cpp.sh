@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Build llama.cpp's own `llama-speculative-simple` (C++) from the llama.cpp that llama-cpp-python
-# 0.3.36 vendors, so scripts/bench_lookup.py can run it beside spectui on the same models.
+# 0.3.36 vendors, so scripts/bench_lookup.py can run it beside spectui on the same models; with
+# --server also `llama-server` (scripts/bench_serve.py, scripts/bench_wide.py) and `llama-bench`
+# (a target pass's cost by rows).
 #
-#   scripts/build_llama_cpp.sh            # prints the binary's path on its last line
+#   scripts/build_llama_cpp.sh            # prints llama-speculative-simple's path on its last line
+#   scripts/build_llama_cpp.sh --server   # the same, after building llama-server and llama-bench too
 #
 # Environment:
 #   LLAMA_CPP_SDIST   an unpacked llama-cpp-python sdist (default: download it with pip into the
@@ -11,10 +14,15 @@
 #   PYTHON            the Python whose pip downloads the sdist (default .venv/bin/python, else python3)
 #   JOBS              parallel compile jobs (default: the number of cores)
 #
-# Only the one target is built (llama, ggml, llama-common and the example), CPU only, with
-# -DGGML_NATIVE=ON: about 8 minutes on 2 busy cores. A second run reuses the build. The binary
-# stays in the cache; never commit it.
+# Only the named targets are built (llama, ggml, llama-common and the example; --server adds the
+# server's libraries and mtmd), CPU only, with -DGGML_NATIVE=ON: about 8 minutes on 2 busy cores
+# for the example alone. The server embeds no web UI (LLAMA_USE_PREBUILT_UI=OFF: no download;
+# its API is all the benchmarks use). A second run reuses the build. The binaries stay in the
+# cache; never commit them.
 set -euo pipefail
+
+targets=(llama-speculative-simple)
+if [[ "${1:-}" == "--server" ]]; then targets+=(llama-server llama-bench); fi
 
 VERSION=0.3.36
 CACHE="${SPECTUI_LLAMA_BUILD:-$HOME/.cache/spectui/llama.cpp-$VERSION}"
@@ -49,12 +57,19 @@ no_amx=()
 if grep -qw amx_int8 /proc/cpuinfo 2>/dev/null; then no_amx=(-DCMAKE_C_FLAGS=-mno-amx-int8 -DCMAKE_CXX_FLAGS=-mno-amx-int8); fi
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
+if [[ -f "$build/CMakeCache.txt" ]] && ! grep -q "^LLAMA_BUILD_SERVER:BOOL=ON" "$build/CMakeCache.txt"; then
+    rm "$build/CMakeCache.txt"  # configured by an older version of this script, without the tools
+fi
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
     cmake -S "$source_dir" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-        -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+        -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
+        -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
         -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF "${no_amx[@]}" >&2
 fi
-cmake --build "$build" --target llama-speculative-simple -j "$JOBS" >&2
+cmake --build "$build" --target "${targets[@]}" -j "$JOBS" >&2
+for target in "${targets[@]}"; do
+    [[ -x "$build/bin/$target" ]] || { echo "build_llama_cpp.sh: the build finished without $build/bin/$target" >&2; exit 1; }
+done
 binary="$build/bin/llama-speculative-simple"
 [[ -x "$binary" ]] || { echo "build_llama_cpp.sh: the build finished without $binary" >&2; exit 1; }
 echo "$binary"

@@ -12,8 +12,10 @@
 #
 # Environment: PYTHON (the interpreter, default .venv/bin/python), QUESTION (the first message),
 # SPECTUI_ARGS (extra `spectui chat` options for both starts, e.g. "--temperature 0"), PAIR (a pair
-# name, default: none, i.e. what a bare `spectui` opens). Needs tmux and the demo extra
-# (`pip install '.[demo]'`). Run it on an otherwise quiet machine.
+# name, default: none, i.e. what a bare `spectui` opens), SHARE_MODELS=1 (every fresh home shares
+# one models directory: only the first start builds the demo pair, and its "ready" time is the
+# build's; for `demo-wide`, whose 3.6 GB would otherwise be rebuilt at every start). Needs tmux and
+# the demo extra (`pip install '.[demo]'`). Run it on an otherwise quiet machine.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,10 +47,14 @@ now() { date +%s.%N; }
 # start HOME EXTRA_ARGS: launch the app; print "ready_s first_token_s tok_s"
 start() {
     local home=$1 extra=$2 t0 t_ready t_first tps
+    if [[ -n "${SHARE_MODELS:-}" && ! -e "$home/models" ]]; then
+        mkdir -p "$home" "$WORK/models"
+        ln -s "$WORK/models" "$home/models"
+    fi
     t0=$(now)
     tmux new-session -d -s "$SESSION" -x 120 -y 40 \
         "cd '$ROOT' && SPECTUI_HOME='$home' '$PYTHON' -m spectui chat $PAIR $SPECTUI_ARGS $extra; sleep 600"
-    wait_for "ready ·" 300
+    wait_for "ready ·" 900
     t_ready=$(now)
     tmux send-keys -t "$SESSION" -l "$QUESTION"
     tmux send-keys -t "$SESSION" Enter

