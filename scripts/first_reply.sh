@@ -12,10 +12,11 @@
 #
 # Environment: PYTHON (the interpreter, default .venv/bin/python), QUESTION (the first message),
 # SPECTUI_ARGS (extra `spectui chat` options for both starts, e.g. "--temperature 0"), PAIR (a pair
-# name, default: none, i.e. what a bare `spectui` opens), SHARE_MODELS=1 (every fresh home shares
-# one models directory: only the first start builds the demo pair, and its "ready" time is the
-# build's; for `demo-wide`, whose 3.6 GB would otherwise be rebuilt at every start). Needs tmux and
-# the demo extra (`pip install '.[demo]'`). Run it on an otherwise quiet machine.
+# name, default: none, i.e. what a bare `spectui` opens), SHARE_MODELS=1 or a directory (every fresh
+# home shares one models directory, a new one or that one: only the first start builds the demo
+# pair, and its "ready" time is the build's; for `demo-wide`, whose 3.7 GB would otherwise be
+# rebuilt at every start). Needs tmux and the demo extra (`pip install '.[demo]'`). Run it on an
+# otherwise quiet machine.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,8 +49,10 @@ now() { date +%s.%N; }
 start() {
     local home=$1 extra=$2 t0 t_ready t_first tps
     if [[ -n "${SHARE_MODELS:-}" && ! -e "$home/models" ]]; then
-        mkdir -p "$home" "$WORK/models"
-        ln -s "$WORK/models" "$home/models"
+        local models="$WORK/models"
+        [[ -d "$SHARE_MODELS" ]] && models=$(cd "$SHARE_MODELS" && pwd)
+        mkdir -p "$home" "$models"
+        ln -s "$models" "$home/models"
     fi
     t0=$(now)
     tmux new-session -d -s "$SESSION" -x 120 -y 40 \
@@ -58,11 +61,11 @@ start() {
     t_ready=$(now)
     tmux send-keys -t "$SESSION" -l "$QUESTION"
     tmux send-keys -t "$SESSION" Enter
-    wait_for "╭─ assistant" 120
+    wait_for "╭─ assistant" 300
     # the first token is on screen once the reply box holds a line of text under its title
     until screen | grep -A1 "╭─ assistant" | tail -1 | grep -qE "│ +[^ │]"; do sleep 0.05; done
     t_first=$(now)
-    wait_for "tokens ·" 300
+    wait_for "tokens ·" 1200
     sleep 0.5
     tps=$(screen | grep -oE "this reply +[0-9]+\.[0-9]+ tok/s" | head -1 | grep -oE "[0-9]+\.[0-9]+" || echo "")
     tmux send-keys -t "$SESSION" C-q

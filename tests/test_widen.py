@@ -17,6 +17,8 @@ beyond it.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +33,7 @@ from spectui.engine.compat import check_compatible_files
 from spectui.engine.model import MAX_LOGIT_ROWS, LlamaModel
 from spectui.errors import CatalogError
 
+ROOT = Path(__file__).resolve().parent.parent
 RTOL = LOGIT_RTOL
 """Logit differences allowed, as a fraction of the largest |logit| (the module docstring says why)."""
 PROMPT = "Once upon a time, in a small village by the sea, there lived"
@@ -167,3 +170,20 @@ def test_smollm2_widened_x2_answers_as_the_original(tmp_path: Path) -> None:
     got_logits, got_text = evaluate(wide, prompt, 32)
     assert relative_difference(got_logits, want_logits) <= RTOL
     assert got_text == want_text
+
+
+def test_the_build_script_widens_any_llama_gguf_by_the_factor_asked(tiny_source: Path, tmp_path: Path) -> None:
+    out = tmp_path / "wide"
+    done = subprocess.run([sys.executable, "scripts/build_wide_pair.py", "--source", str(tiny_source),
+                           "--factor", "3", "--precision", "F32", "--draft-precision", "Q8_0", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
+    target, draft = Path(lines["target"]), Path(lines["draft"].strip())
+    assert target == out / "tiny-x3-f32.gguf" and draft == out / "tiny-draft-q8_0.gguf"
+    assert GGUFReader(target).fields["llama.embedding_length"].contents() == 3 * 64
+    assert int(lines["bytes"]) == target.stat().st_size + draft.stat().st_size
+    check_compatible_files(target, draft)
+    refused = subprocess.run([sys.executable, "scripts/build_wide_pair.py", "--factor", "2"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "need --out" in refused.stderr
