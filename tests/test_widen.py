@@ -187,3 +187,21 @@ def test_the_build_script_widens_any_llama_gguf_by_the_factor_asked(tiny_source:
     refused = subprocess.run([sys.executable, "scripts/build_wide_pair.py", "--factor", "2"],
                              cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "need --out" in refused.stderr
+
+
+def test_a_first_start_opens_the_wide_pair_only_where_there_is_room_for_it(
+        spectui_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """FIRST_START (the lead's choice of what a bare `spectui` opens) set to demo-wide: it is
+    chosen when it fits on the disk; a disk without room for its 3.7 GB gets the small chat demo,
+    and asking for demo-wide there says why in one line instead of filling the disk."""
+    import shutil
+    from collections import namedtuple
+
+    monkeypatch.setattr(demo.DemoRecipe, "available", lambda self: True)
+    monkeypatch.setattr(demo, "FIRST_START", demo.WIDE.name)
+    assert demo.default() is demo.WIDE
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**12, 10**12 - 2 * 10**9, 2 * 10**9))
+    assert demo.default() is demo.CHAT
+    with pytest.raises(CatalogError, match=r"demo-wide pair needs 3.7 GB free"):
+        demo.ensure_demo_pair(demo.WIDE.name)

