@@ -143,6 +143,7 @@ def main() -> int:
         parser.error("no llama-speculative-simple: run scripts/build_llama_cpp.sh, or pass --llama-bin / --no-llama")
     temperatures = [float(t) for t in args.temperatures.split(",")]
     rounds: list[dict[str, Any]] = []
+    results: dict[str, Any] = {"summary": []}
     with tempfile.TemporaryDirectory() as tmp:
         prompts = []
         for i, text in enumerate(rendered_prompts(args.target, list(DEFAULT_PROMPTS))):
@@ -159,14 +160,21 @@ def main() -> int:
                     else:
                         entry["llama"] = llama_round(args, prompts, temperature, seed=round_no) if args.llama_n else {}
                 rounds.append(entry)
-    results = {"target": str(args.target), "draft": str(args.draft), "max_tokens": args.max_tokens,
-               "threads": args.threads, "rounds": rounds,
-               "summary": [summary(rounds, t) for t in temperatures]}
+                results = write_results(args, rounds, temperatures)  # after every round: a cut run keeps them
     for item in results["summary"]:
         print(json.dumps(item))
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
     return 0
+
+
+def write_results(args: argparse.Namespace, rounds: list[dict[str, Any]], temperatures: list[float]) -> dict[str, Any]:
+    done = [t for t in temperatures if any(r["temperature"] == t for r in rounds)]
+    results = {"target": str(args.target), "draft": str(args.draft), "max_tokens": args.max_tokens,
+               "threads": args.threads, "rounds": rounds, "summary": [summary(rounds, t) for t in done]}
+    if args.out:
+        tmp = args.out.with_name(args.out.name + ".partial")
+        tmp.write_text(json.dumps(results, indent=1) + "\n")
+        tmp.replace(args.out)
+    return results
 
 
 if __name__ == "__main__":

@@ -132,6 +132,9 @@ def test_what_cannot_be_widened_is_one_clear_error(tiny_source: Path, tmp_path: 
     mmproj = tiny_gguf.write_mmproj(tmp_path / "mmproj.gguf")
     with pytest.raises(CatalogError, match=r"cannot widen a clip model \(mmproj.gguf\)"):
         widen.widen(mmproj, tmp_path / "x.gguf", 2)
+    (text := tmp_path / "notes.gguf").write_text("not a model")
+    with pytest.raises(CatalogError, match=r"cannot read notes.gguf as a GGUF"):
+        widen.widen(text, tmp_path / "x.gguf", 2)
     with pytest.raises(ValueError, match="factor"):
         widen.widen(tiny_source, tmp_path / "x.gguf", 0)
     with pytest.raises(ValueError, match="precision"):

@@ -92,7 +92,10 @@ def widen(src: Path, dst: Path, factor: int, precision: str = "F16", log: Log | 
         raise ValueError(f"the factor must be 1 or more, not {factor}")
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
-    reader = GGUFReader(src)
+    try:
+        reader = GGUFReader(src)
+    except (OSError, ValueError) as error:
+        raise CatalogError(f"cannot read {src.name} as a GGUF ({error})") from None
     arch = _string(reader, "general.architecture")
     if arch not in ARCHITECTURES:
         raise CatalogError(f"cannot widen a {arch} model ({src.name}): widening knows {', '.join(ARCHITECTURES)}")
