@@ -139,8 +139,9 @@ WIDE = DemoRecipe(
     welcome=(f"demo-wide pair: SmolLM2 135M Instruct widened x{WIDE_FACTOR} into a 1.8B-parameter "
              "target that gives the 135M's answers at a 1.8B model's cost, drafted by the 135M in "
              "Q4_K_M: the cost ratio of a real pair, so the speed-up is what speculation does for "
-             "real models. Built from PyPI with no download (3.6 GB on disk, about a minute). The "
-             "answers are a 135M model's: short and often wrong. For real chat, pull a pair: ctrl+p."),
+             "real models. Built from PyPI with no download: 3.7 GB on disk, ~22 s of CPU (longer on a "
+             "busy disk). The answers are a 135M model's: short and often wrong. For real chat, pull "
+             "a pair: ctrl+p."),
 )
 """SmolLM2-135M-Instruct widened x4, F16 target (F16: a batched verify pass costs 2.4x a one-row
 pass at 8 rows here, against 3.3x for Q8_0) + the 135M in Q4_K_M as draft. The draft is not the
@@ -152,10 +153,11 @@ RECIPES: dict[str, DemoRecipe] = {recipe.name: recipe for recipe in (CHAT, BASE,
 """The built-in pairs, best default first (a chat model answers a first question)."""
 
 FIRST_START = CHAT.name
-"""The pair a bare `spectui` opens when nothing is pulled and no demo pair is built: `demo`
-(built in ~5 s, 0.7 GB) or `demo-wide` (about a minute and 3.6 GB before the first reply, but
-its first reply shows a real pair's speed-up). Once any demo pair is built, a bare `spectui`
-opens the built one first in this order: FIRST_START, then RECIPES' order."""
+"""The pair a bare `spectui` opens when nothing is pulled: `demo` (built in ~5 s, 0.7 GB; its
+first reply 0.9-1.1x speculation off at the default sampling) or `demo-wide` (3.7 GB and ~22 s of
+CPU to build, more on a busy disk; its first reply ~2.5x: docs/BENCHMARKS.md, "A real pair's
+cost"). `default()` takes FIRST_START when it is built or installable with room on disk, else
+the next in RECIPES' order."""
 
 
 def recipe(name: str) -> DemoRecipe:
