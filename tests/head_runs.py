@@ -1,6 +1,6 @@
-"""Runs of a target with a feature-level head (tests/test_dflash_variants.py): load a generated pair,
-generate, measure greedy acceptance, and point tests/lossless.py's check at the hybrid target.
-The same steps as tests/test_feature_heads.py's own, kept here so no test module imports another."""
+"""Runs of a target with a feature-level head (tests/test_feature_heads.py, test_dflash_variants.py):
+load a generated pair, generate, measure greedy acceptance, and point tests/lossless.py's check at
+the hybrid target."""
 
 from __future__ import annotations
 

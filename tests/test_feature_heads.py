@@ -5,10 +5,8 @@ features going in and in line, the head's state after rollbacks, and the one-lin
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
-from typing import NamedTuple
 
 import lossless
 import numpy as np
@@ -16,31 +14,22 @@ import pytest
 import tiny_bigram
 import tiny_dflash
 import tiny_eagle3
+from head_runs import PROMPTS, THREADS, greedy_acceptance, load, pair, run, use_the_hybrid_target
 from numerics import GreedyReference, assert_same_distribution, assert_same_evaluation
 
 from spectui.cli import main
-from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
+from spectui.engine.config import AUTO
 from spectui.engine.drafters import DrafterSpec
 from spectui.engine.drafters.base import FixedBudget
 from spectui.engine.drafters.taps import FeatureTaps
-from spectui.engine.events import Finished
 from spectui.engine.generator import Generator, load_generator
 from spectui.engine.model import LlamaModel
 from spectui.errors import IncompatibleDraftError
 
-THREADS = 1  # these tiny models decode in about a millisecond: threads only add synchronisation
-PROMPTS = ["The story of the wind", "Once upon a time", "Hello there", "in the"]
 KINDS = ("eagle3", "dflash")
 TARGETS = ("llama", "qwen35")
 WRITERS = {"eagle3": tiny_eagle3.write_eagle3_head, "dflash": tiny_dflash.write_dflash_head}
 LABELS = {"eagle3": "EAGLE-3 head", "dflash": "DFlash head"}
-
-
-class HeadPair(NamedTuple):
-    """What the lossless helpers (tests/lossless.py) read from a pair: a target and what drafts for it."""
-
-    target: Path
-    draft: DrafterSpec
 
 
 @pytest.fixture(scope="module")
@@ -53,33 +42,6 @@ def targets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tiny_bigram.B
 def heads(targets) -> dict[tuple[str, str], Path]:
     return {(kind, name): WRITERS[kind](target.path.with_name(f"{kind}-{name}.gguf"), target)
             for kind in KINDS for name, target in targets.items()}
-
-
-def pair(targets, heads, kind: str, target: str) -> HeadPair:
-    return HeadPair(targets[target].path, DrafterSpec(kind, heads[kind, target]))
-
-
-def load(targets, heads, kind: str, target: str, n_ctx: int = 1024) -> Generator:
-    chosen = pair(targets, heads, kind, target)
-    return load_generator(chosen.target, chosen.draft, n_ctx=n_ctx, n_threads=THREADS)
-
-
-def run(gen: Generator, prompt: str | list[int], k, max_tokens: int = 48, **sampling) -> Finished:
-    tokens = gen.target.tokenize(prompt) if isinstance(prompt, str) else prompt
-    config = GenerationConfig(max_tokens=max_tokens, sampling=SamplingConfig(**sampling))
-    final = list(gen.generate(tokens, config, DraftControl(k)))[-1]
-    assert isinstance(final, Finished)
-    return final
-
-
-def greedy_acceptance(gen: Generator, ks=(1, 2, 3)) -> tuple[float, int]:
-    drafted = accepted = 0
-    for prompt in PROMPTS:
-        for k in ks:
-            final = run(gen, prompt, k)
-            drafted += final.stats.drafted
-            accepted += final.stats.accepted
-    return accepted / drafted, drafted
 
 
 # ----- what loads ------------------------------------------------------------------------------
@@ -221,13 +183,6 @@ def test_target_logits_after_head_speculation_equal_a_fresh_evaluation(targets, 
 
 
 # ----- losslessness at T > 0 ---------------------------------------------------------------------
-
-
-def use_the_hybrid_target(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The lossless check (tests/lossless.py) on one thread, from a context where the tiny qwen35 target
-    is unsure (top p 0.13 at T = 1; 10 tokens left at T = 0.8 with top-k, top-p and min-p, top 0.55)."""
-    monkeypatch.setattr(lossless, "PROMPT", "then we")
-    monkeypatch.setattr(lossless, "load_generator", functools.partial(load_generator, n_threads=THREADS))
 
 
 @pytest.mark.parametrize("cfg", [lossless.PURE, lossless.PROCESSED], ids=["T1-pure", "T0.8-topk-topp-minp"])

@@ -13,7 +13,8 @@ import llama_cpp
 import lossless
 import pytest
 import tiny_mtp
-from mtp_runs import PROMPTS, THREADS, MtpPair, first_proposal, greedy_acceptance, run
+from head_runs import PROMPTS, greedy_acceptance, run
+from mtp_runs import THREADS, MtpPair, first_proposal
 from numerics import GreedyReference, assert_same_distribution, assert_same_evaluation
 from tiny_gguf import write_header_model
 

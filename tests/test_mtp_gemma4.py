@@ -10,7 +10,8 @@ import functools
 import lossless
 import pytest
 import tiny_gemma4
-from mtp_runs import THREADS, MtpPair, first_proposal, greedy_acceptance, run
+from head_runs import greedy_acceptance, run
+from mtp_runs import THREADS, MtpPair, first_proposal
 from numerics import GreedyReference, assert_same_distribution, assert_same_evaluation
 from tiny_gguf import TinyPair
 
