@@ -7,6 +7,7 @@ their devices through `ggml_backend_rpc_add_server`, by way of spectui's countin
 
 from __future__ import annotations
 
+import codecs
 import functools
 import signal
 import socket
@@ -171,7 +172,9 @@ def test_a_worker_killed_mid_reply_ends_it_with_one_line_keeping_its_tokens(tiny
         assert "start the worker again" in finished.message
         assert 4 <= len(finished.tokens) < 120
         assert list(finished.tokens) == list(baseline.tokens[: len(finished.tokens)])
-        assert finished.text == gen.target.detokenize(finished.tokens)
+        # the text of the tokens kept, less a character the last one only began (left out, #36)
+        kept = b"".join(gen.target.token_bytes(t) for t in finished.tokens)
+        assert finished.text == codecs.getincrementaldecoder("utf-8")("replace").decode(kept)
     finally:
         gen.close()  # freeing a model whose worker is gone must not abort the process
         survivor.stop()
