@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 import lossless
 import pytest
+import tiny_bigram
 
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.drafters import DrafterSpec
@@ -25,6 +26,17 @@ class HeadPair(NamedTuple):
 
     target: Path
     draft: DrafterSpec
+
+
+def tiny_targets(directory: Path) -> dict[str, tiny_bigram.BigramTarget]:
+    """The two generated targets every head is tried on: an attention `llama` and a hybrid `qwen35`."""
+    return {"llama": tiny_bigram.llama_target(directory), "qwen35": tiny_bigram.hybrid_target(directory)}
+
+
+def write_heads(targets: dict[str, tiny_bigram.BigramTarget], writers) -> dict[tuple[str, str], Path]:
+    """One head of each kind in `writers` (kind -> writer) per target, beside the target's file."""
+    return {(kind, name): write(target.path.with_name(f"{kind}-{name}.gguf"), target)
+            for kind, write in writers.items() for name, target in targets.items()}
 
 
 def pair(targets, heads, kind: str, target: str) -> HeadPair:

@@ -14,7 +14,17 @@ import numpy as np
 import pytest
 import tiny_bigram
 import tiny_dflash
-from head_runs import PROMPTS, THREADS, greedy_acceptance, load, pair, run, use_the_hybrid_target
+from head_runs import (
+    PROMPTS,
+    THREADS,
+    greedy_acceptance,
+    load,
+    pair,
+    run,
+    tiny_targets,
+    use_the_hybrid_target,
+    write_heads,
+)
 
 from spectui.cli import main
 from spectui.engine.config import AUTO, SamplingConfig
@@ -35,14 +45,12 @@ LLAMA = TargetFacts("llama", 64, 4)
 
 @pytest.fixture(scope="module")
 def targets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tiny_bigram.BigramTarget]:
-    directory = tmp_path_factory.mktemp("variants")
-    return {"llama": tiny_bigram.llama_target(directory), "qwen35": tiny_bigram.hybrid_target(directory)}
+    return tiny_targets(tmp_path_factory.mktemp("variants"))
 
 
 @pytest.fixture(scope="module")
 def heads(targets) -> dict[tuple[str, str], Path]:
-    return {(kind, name): WRITERS[kind](target.path.with_name(f"{kind}-{name}.gguf"), target)
-            for kind in KINDS for name, target in targets.items()}
+    return write_heads(targets, WRITERS)
 
 
 # ----- what loads ------------------------------------------------------------------------------

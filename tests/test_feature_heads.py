@@ -14,7 +14,17 @@ import pytest
 import tiny_bigram
 import tiny_dflash
 import tiny_eagle3
-from head_runs import PROMPTS, THREADS, greedy_acceptance, load, pair, run, use_the_hybrid_target
+from head_runs import (
+    PROMPTS,
+    THREADS,
+    greedy_acceptance,
+    load,
+    pair,
+    run,
+    tiny_targets,
+    use_the_hybrid_target,
+    write_heads,
+)
 from numerics import GreedyReference, assert_same_distribution, assert_same_evaluation
 
 from spectui.cli import main
@@ -34,14 +44,12 @@ LABELS = {"eagle3": "EAGLE-3 head", "dflash": "DFlash head"}
 
 @pytest.fixture(scope="module")
 def targets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tiny_bigram.BigramTarget]:
-    directory = tmp_path_factory.mktemp("heads")
-    return {"llama": tiny_bigram.llama_target(directory), "qwen35": tiny_bigram.hybrid_target(directory)}
+    return tiny_targets(tmp_path_factory.mktemp("heads"))
 
 
 @pytest.fixture(scope="module")
 def heads(targets) -> dict[tuple[str, str], Path]:
-    return {(kind, name): WRITERS[kind](target.path.with_name(f"{kind}-{name}.gguf"), target)
-            for kind in KINDS for name, target in targets.items()}
+    return write_heads(targets, WRITERS)
 
 
 # ----- what loads ------------------------------------------------------------------------------
