@@ -170,3 +170,20 @@ def test_an_untried_position_is_taken_as_likely_as_the_one_before():
     figures = auto.of(MODEL)
     assert figures.acceptance < 0.8
     assert figures.position_acceptance(1) > 0.85 and figures.position_acceptance(2) > 0.85
+
+
+def test_a_probe_that_must_catch_up_first_keeps_the_last_measured_cost():
+    """A probe after a hold makes the draft model read every token it missed before drafting: that
+    cycle is not a typical cost, so it is not priced, and the cost measured before the hold stays
+    the figure K = auto plans on until a steady cycle replaces it (it once left nothing measured)."""
+    auto = AutoDraft()
+    feed_cycles(auto, accept_rate=0.2, draft_s=0.02, verify_s=0.03)
+    before = auto.of(MODEL).cost.coefficients()
+    picked = [auto.k(MODEL)]
+    while picked[-1] == 0 and len(picked) <= LAST_PROBE:
+        picked.append(auto.k(MODEL))
+    assert picked[-1] == PROBE_K and len(picked) > 1  # held, then a probe
+    auto.observe(step(PROBE_K, 0, 0.5, 0.033, work=PROBE_K + 40, caught_up=40))
+    assert auto.of(MODEL).measured and auto.of(MODEL).cost.coefficients() == before
+    auto.observe(step(PROBE_K, 0, 0.004, 0.033, work=PROBE_K))  # a steady cycle, ten times cheaper
+    assert auto.of(MODEL).cost.coefficients()[1] < before[1] / 2

@@ -81,6 +81,9 @@ class DrafterFigures:
     idle_cycles: int = 0
     probe_every: int = PROBE_EVERY
     probing: bool = False
+    cost_stale: bool = False
+    """Costs measured before a hold may be stale: the next steady measurement replaces them (kept
+    until then, so a probe whose draft must first catch up does not leave nothing to plan on)."""
     last_k: int = 0
     """The k picked for the current cycle (a plan prices its tokens at that speed-up)."""
     longest: int = 0
@@ -135,6 +138,8 @@ class DrafterFigures:
         if proposal.work == 0 and not proposal.tokens:
             return  # held at k = 0, or a lookup that withheld: nothing ran worth pricing
         if proposal.caught_up <= STEADY_CATCH_UP:  # a long catch-up is not a typical cost
+            if self.cost_stale:
+                self.cost, self.cost_stale = _Running(), False
             self.cost.add(proposal.work, step.draft_seconds)
         if proposal.calibrated:
             path = step.path if proposal.is_tree else range(step.accepted)
@@ -241,7 +246,7 @@ class AutoDraft(BudgetDefaults):
         if figures.idle_cycles >= figures.probe_every:
             figures.idle_cycles, figures.probe_every = 0, min(2 * figures.probe_every, LAST_PROBE)
             figures.probing = True
-            figures.cost = _Running()  # costs measured before the hold may be stale: measure anew
+            figures.cost_stale = True  # costs measured before the hold may be stale: measure anew
             return PROBE_K
         return 0
 
