@@ -84,3 +84,34 @@ def test_bench_host_measures_the_old_and_the_new_path_on_the_same_tokens(tmp_pat
     found = json.loads(llama.read_text())["llama_sampling"]
     assert {(r["rows"], r["op"]) for r in found} == {(1, "greedy"), (1, "top_k"), (9, "greedy"), (9, "top_k")}
     assert all(r["numpy_ms"] > 0 and r["llama_ms"] > 0 and r["same_tokens"] for r in found)
+
+
+def test_build_weak_draft_keeps_the_first_layers_exactly(tmp_path: Path):
+    """The truncated target is the model of its first layers: llama.cpp gives it the logits of
+    tiny_gguf's draft (written from the same weights with only those layers), bit for bit (the
+    same tensors, the same graph, the same kernels), and not the full target's."""
+    import numpy as np
+    import tiny_gguf
+
+    from spectui.engine.model import LlamaModel
+
+    pair = tiny_gguf.write_pair(tmp_path / "pair", draft_layers=1)
+    weak = tmp_path / "weak.gguf"
+    out = run_script("scripts/build_weak_draft.py", str(pair.target), str(weak), "--layers", "1")
+    assert "the first 1 of" in out
+
+    def logits(path: Path) -> np.ndarray:
+        with LlamaModel.load(path, n_ctx=128, n_threads=1) as model:
+            return model.extend(model.tokenize("Once upon a time"), n_logits=1).copy()
+
+    got = logits(weak)
+    assert np.array_equal(got, logits(pair.draft))
+    assert not np.allclose(got, logits(pair.target))
+    again = run_script_fails("scripts/build_weak_draft.py", str(pair.target), str(weak), "--layers", "1")
+    assert "exists" in again  # a file already there is never overwritten
+
+
+def run_script_fails(*args: str) -> str:
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    return done.stderr
