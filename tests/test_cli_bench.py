@@ -141,3 +141,20 @@ def test_sampled_rounds_draw_new_texts_and_greedy_rounds_repeat_theirs():
     assert seeds == [7, 8, 9]
     greedy = Workload(["hi"], GenerationConfig(sampling=SamplingConfig(seed=7)), None, text)
     assert round_workload(greedy, 3) is greedy
+
+
+def test_each_prompt_gets_its_own_median_ratio(tiny_pair, capsys):
+    """A loss on one prompt must show even when the others' gains hide it in the total."""
+    from spectui.bench.report import RunTotals, prompt_ratios
+
+    def run(*parts: tuple[int, float]) -> RunTotals:
+        return RunTotals(sum(t for t, _ in parts), sum(s for _, s in parts), 0, 0, 1, (), 0, 0.0,
+                         per_prompt=parts)
+
+    bases = [run((10, 1.0), (10, 1.0)), run((10, 1.0), (10, 2.0)), run((10, 1.0), (10, 1.0))]
+    specs = [run((30, 1.0), (9, 1.0)), run((20, 1.0), (10, 1.0)), run((40, 1.0), (8, 1.0))]
+    assert prompt_ratios(bases, specs) == [3.0, 0.9]  # the second prompt: 0.9, 2.0, 0.8
+    assert main(bench(tiny_pair, "-k", "3", "--threads", "1", "--prompt", "Hello", "--prompt", "The wind",
+                      "--json")) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert len(row["by_prompt"]) == row["prompts"] == 4 and all(r > 0 for r in row["by_prompt"])

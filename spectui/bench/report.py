@@ -39,6 +39,8 @@ class RunTotals:
     held_cycles: int = 0
     held_back: str = ""
     """Why K = auto held back, as the last reply that did said (empty: it never did)."""
+    per_prompt: tuple[tuple[int, float], ...] = ()
+    """Each prompt's decode tokens and seconds, in the order of the prompts."""
 
     @property
     def tps(self) -> float:
@@ -66,6 +68,7 @@ class RunTotals:
             largest_tree=max((s.largest_tree for s in stats), default=0),
             held_cycles=sum(f.held_cycles for f in figures),
             held_back=next((f.held_back for f in reversed(figures) if f.held_back), ""),
+            per_prompt=tuple((f.decode_tokens, f.decode_seconds) for f in figures),
         )
 
     @property
@@ -153,6 +156,9 @@ class BenchRow:
     made them slower)."""
     held_reason: str = ""
     """Why, as the last reply that held back said (`engine.events.HoldBack.describe`)."""
+    by_prompt: list[float] = field(default_factory=list)
+    """Per prompt, in the order given: the median over rounds of its speculative decode speed
+    over its baseline's in the same round (the total's median can hide one prompt's loss)."""
 
     @property
     def shape(self) -> str:
@@ -237,6 +243,7 @@ def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], s
         **_tree_figures(specs),
         held_back=round(sum(s.held_cycles for s in specs) / passes, 3) if passes else 0.0,
         held_reason=next((s.held_back for s in reversed(specs) if s.held_back), ""),
+        by_prompt=prompt_ratios(bases, specs),
     )
 
 
@@ -265,6 +272,18 @@ def _tree_figures(specs: list[RunTotals]) -> _TreeFigures:
 def ratios(bases: list[RunTotals], specs: list[RunTotals]) -> list[float]:
     """Each round's speculative speed over the baseline of the same round."""
     return [s.tps / b.tps for s, b in zip(specs, bases, strict=True) if b.tps]
+
+
+def prompt_ratios(bases: list[RunTotals], specs: list[RunTotals]) -> list[float]:
+    """Per prompt: the median over rounds of its speculative speed over its baseline's."""
+    def tps(part: tuple[int, float]) -> float:
+        return part[0] / part[1] if part[1] > 0 else 0.0
+
+    per_round = [[tps(s) / tps(b) for s, b in zip(spec.per_prompt, base.per_prompt, strict=True) if tps(b)]
+                 for spec, base in zip(specs, bases, strict=True)]
+    if not per_round or any(len(r) != len(per_round[0]) for r in per_round):
+        return []
+    return [round(median(column), 3) for column in zip(*per_round, strict=True)]
 
 
 def _by_drafter(specs: list[RunTotals]) -> dict[str, dict[str, float]]:
