@@ -36,19 +36,17 @@ from pathlib import Path
 import numpy as np
 
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import Budget, Proposal
 from spectui.engine.drafters.dflash import DFlashDrafter, build_head
 from spectui.engine.drafters.feature_head import FeatureHeadContext, not_this_head
-from spectui.engine.drafters.kinds import KINDS
 from spectui.engine.drafters.model import choose
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
 from spectui.engine.drafters.taps import FeatureTaps
 from spectui.engine.heads import HeadFacts
 from spectui.engine.model import LlamaModel
+from spectui.engine.sampling import Dist
 from spectui.errors import ModelLoadError
 
 SOURCE = "dspark"
-KIND = KINDS[SOURCE]
 
 
 def _dequantize(tensor: object, row: int | None = None) -> np.ndarray:
@@ -129,38 +127,16 @@ class DSparkDrafter(DFlashDrafter):
                  facts: HeadFacts, markov: MarkovHead) -> None:
         super().__init__(target, model, head, taps, facts)
         self.markov = markov
-        self.anchor_first = facts.sample_from_anchor
-        self.max_k = max(1, min(KIND.max_k, facts.max_draft))
-        self.label = f"{KIND.label} {self.model.path.name}"
+        self.first_row = 0 if facts.sample_from_anchor else 1  # anchor-first: row 0 drafts the token at n + 1
 
-    def propose(self, context: Sequence[int], budget: Budget, cfg: SamplingConfig,
-                rng: np.random.Generator) -> Proposal:
-        proposal = Proposal(source=SOURCE)
-        first = 0 if self.anchor_first else 1  # the row that drafts the token at n + 1
-        k = min(budget.k(SOURCE), self.max_k, self.head.n_batch - first)
-        n = len(context) - 1  # the position of `last`, which the target has not decoded
-        if k <= 0 or len(self.target.cached) < n:
-            return proposal
-        p_min = budget.p_min(SOURCE)
-        proposal.caught_up = self.catch_up(n)
-        proposal.work = self._inject(n)
-        self.head.drop_from(n)  # the previous block
-        self.head.decode([(n + i, self.mask if i else context[-1], None) for i in range(first + k)], output="all")
-        proposal.work += 1
-        self.head_passes += 1
-        chained = drafted = context[-1]
-        for i in range(first, first + k):
-            row = self.head.logits(i)
-            logits = row if drafted == chained else row + self.markov.shift(chained, drafted)
-            chained = int(np.argmax(row))  # what the graph chains the next row on
-            token, dist, confidence = choose(logits, cfg, rng, p_min)
-            if confidence < p_min:
-                break
-            proposal.add(token, dist, confidence)
-            drafted = token
-            if self.draft_ends(proposal, k, budget, context):
-                break
-        return proposal
+    def choose_row(self, i: int, previous: Sequence[int], cfg: SamplingConfig, rng: np.random.Generator,
+                   p_min: float) -> tuple[int, Dist | None, float]:
+        """Row i chained on the token drafted before it: the graph chained it on the previous
+        row's argmax (the anchor for the first drafting row), so a different token shifts it."""
+        row = self.head.logits(i)
+        chained = previous[0] if i == self.first_row else int(np.argmax(self.head.logits(i - 1)))
+        drafted = previous[-1]
+        return choose(row if drafted == chained else row + self.markov.shift(chained, drafted), cfg, rng, p_min)
 
 
 # ----- what the registry asks of this kind ------------------------------------------------------
