@@ -73,8 +73,8 @@ def test_misfit_names_each_reason_in_one_line():
     assert misfit(replace(DFLASH, block_size=1), LLAMA, "h") == (
         "h has block size 1; a DFlash block needs room for one draft token")
     assert misfit(replace(DFLASH, variant="a DeepSeek-V4 DSpark head"), LLAMA, "h") == (
-        "h is a DeepSeek-V4 DSpark head, which spectui does not run; llama-server runs it "
-        "(--spec-type draft-dspark / draft-dflash), or pick a plain DFlash head")
+        "h is a DeepSeek-V4 DSpark head, whose DeepSeek-V4 stages (hyper-connections, MLA, MoE) spectui does not "
+        "run; llama-server runs it (--spec-type draft-dspark), or pick a plain DFlash head")
 
 
 def test_header_facts_of_the_tiny_files(folder):
@@ -84,18 +84,37 @@ def test_header_facts_of_the_tiny_files(folder):
     assert read_target(folder / "bigram-llama.gguf") == LLAMA
 
 
-def test_a_dspark_head_is_told_by_its_markov_tensor(tmp_path):
-    path = tmp_path / "dspark.gguf"
+def _dspark_header(path: Path, tensors: tuple[str, ...] = ("markov_w1.weight",), **keys: int) -> Path:
     writer = gguf.GGUFWriter(str(path), "dflash")
     writer.add_embedding_length(64)
     writer.add_array("dflash.target_layers", [1, 2])
-    writer.add_tensor("markov_w1.weight", tiny_bigram.np.zeros((4, 8), dtype=tiny_bigram.np.float32))
+    for key, value in keys.items():
+        writer.add_uint32(key.replace("__", "."), value)
+    for name in tensors:
+        writer.add_tensor(name, tiny_bigram.np.zeros((4, 8), dtype=tiny_bigram.np.float32))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    facts = read_head(path)
+    return path
+
+
+def test_a_dspark_head_is_told_by_its_markov_tensor(tmp_path):
+    facts = read_head(_dspark_header(tmp_path / "dspark.gguf"))
     assert (facts.drafter, facts.kind_name, facts.variant, facts.max_draft) == ("dspark", "DSpark", None, 16)
+    assert facts.confidence_head is False
+    assert read_head(_dspark_header(tmp_path / "conf.gguf", ("markov_w1.weight", "conf_proj.weight"))).confidence_head
+    assert not read_head(_dspark_header(tmp_path / "plain.gguf", ("conf_proj.weight",))).confidence_head
+
+
+def test_a_deepseek_v4_dspark_head_is_refused_from_the_key_llama_cpp_reads(tmp_path):
+    """`dflash.hyper_connection.count` (src/llama-arch.cpp:307), as a DeepSeek-V4 DSpark export writes it."""
+    stages = read_head(_dspark_header(tmp_path / "dsv4.gguf", dflash__hyper_connection__count=4))
+    assert stages.variant == "a DeepSeek-V4 DSpark head"
+    assert misfit(stages, LLAMA, "dsv4.gguf") == (
+        "dsv4.gguf is a DeepSeek-V4 DSpark head, whose DeepSeek-V4 stages (hyper-connections, MLA, MoE) spectui "
+        "does not run; llama-server runs it (--spec-type draft-dspark), or pick a plain DSpark head")
+    assert read_head(_dspark_header(tmp_path / "zero.gguf", dflash__hyper_connection__count=0)).variant is None
 
 
 # ----- models on disk ------------------------------------------------------------------------------

@@ -16,9 +16,14 @@ common/speculative.cpp:455-1330):
 Two DFlash variants draft as kinds of their own (`drafter`): DSpark (a Markov head, `markov_w1`:
 `dspark`) and DFlash2 (a candidate selector, `dflash.selector_top_k` + `selector_*` tensors:
 `dflash2`); each adds its fit checks (a DSpark head needs `dflash.block_size`, which llama.cpp's
-graph asserts; a DFlash2 head its selector tensors and a width that holds the lattice). The
-DeepSeek-V4 DSpark stages (`dflash.hyper_connection_count`) are refused by name (llama-server runs
-them).
+graph asserts; a DFlash2 head its selector tensors and a width that holds the lattice). A DSpark
+head's optional confidence head (`conf_proj`) is read as the draft's confidence (`dspark`).
+
+The DeepSeek-V4 DSpark stages (`dflash.hyper_connection.count` > 0, the key llama.cpp's loader
+reads: src/llama-arch.cpp:307, src/models/dflash.cpp:53) are refused by name: their decoder is
+DeepSeek-V4's (hyper-connections, MLA, a MoE per stage, K in a sliding-window ring cache:
+dflash.cpp:51-92, 858-1012), which no generated tiny head here exercises, so spectui cannot show
+its greedy identity and exactness on it; llama-server runs it (--spec-type draft-dspark).
 """
 
 from __future__ import annotations
@@ -60,6 +65,8 @@ class HeadFacts:
     """DFlash2: candidates per position in the selector lattice (0: no selector)."""
     has_selector: bool = False
     """DFlash2: the `selector_hidden` tensor, without which llama.cpp builds no lattice."""
+    confidence_head: bool = False
+    """DSpark: a confidence head (`conf_proj`), whose sigmoid per row predicts its acceptance."""
 
     @property
     def drafter(self) -> str:
@@ -154,7 +161,7 @@ def head_from_header(header: gguf_file.GGUFHeader) -> HeadFacts:
     arch = str(meta.get("general.architecture") or "?")
     n_embd = _int(meta, f"{arch}.embedding_length")
     variant = None
-    if _int(meta, f"{arch}.hyper_connection_count") > 0:
+    if _int(meta, f"{arch}.hyper_connection.count") > 0:
         variant = "a DeepSeek-V4 DSpark head"
     mask = meta.get("tokenizer.ggml.mask_token_id")
     return HeadFacts(
@@ -168,6 +175,7 @@ def head_from_header(header: gguf_file.GGUFHeader) -> HeadFacts:
         has_block_size=f"{arch}.block_size" in meta or arch != "dflash",
         selector_top_k=_int(meta, f"{arch}.selector_top_k"),
         has_selector="selector_hidden.weight" in header.tensor_names,
+        confidence_head="markov_w1.weight" in header.tensor_names and "conf_proj.weight" in header.tensor_names,
     )
 
 
@@ -188,8 +196,8 @@ def misfit(head: HeadFacts, target: TargetFacts, head_name: str = "the head",
     kind = head.kind_name
     pick = f"pick the {kind} head published for {target_name}'s model"
     if head.variant is not None:
-        return (f"{head_name} is {head.variant}, which spectui does not run; llama-server runs it "
-                f"(--spec-type draft-dspark / draft-dflash), or pick a plain {kind} head")
+        return (f"{head_name} is {head.variant}, whose DeepSeek-V4 stages (hyper-connections, MLA, MoE) spectui "
+                f"does not run; llama-server runs it (--spec-type draft-dspark), or pick a plain {kind} head")
     if target.arch not in LAYER_TAP_ARCHS:
         return (f"llama.cpp cannot hand the hidden states of a {target.arch} target to a head (its graph has "
                 f"no layer taps); {kind} heads run on {', '.join(sorted(LAYER_TAP_ARCHS)[:6])}, ... targets")
