@@ -116,6 +116,54 @@ def test_the_markov_head_carries_the_chain_down_the_block(targets, tmp_path):
     assert rates["dspark"] > rates["dflash"] + 0.05, rates
 
 
+class StopBelow(FixedBudget):
+    """K fixed, and a draft stops once its confidence falls below `floor` (as K = auto's p_min does)."""
+
+    def __init__(self, k: int, floor: float) -> None:
+        super().__init__(k)
+        self.floor = floor
+
+    def p_min(self, source: str) -> float:
+        return self.floor
+
+
+def test_the_confidence_head_stops_a_greedy_draft_where_llama_cpp_would(targets, tmp_path):
+    """With a confidence head, a T = 0 draft's confidence in row i is sigmoid(conf_proj . [state_i;
+    W1[prev_i]] + b), prev_i the token the graph chained row i on, and it stops at the first row
+    below p_min (speculative.cpp:1212-1220); the tiny head's conf_proj reads W1[prev] only, so the
+    rows' confidences follow from its weights and the head's logits."""
+    target = targets["llama"]
+    spec = tiny_dflash.DFlashSpec(markov_rank=16, confidence=True)
+    path = tiny_dflash.write_dflash_head(tmp_path / "dspark-conf.gguf", target, spec)
+    assert read_head(path).confidence_head
+    weights = tiny_dflash.head_weights(target, spec, 3, 5)
+    w1, proj = weights["markov_w1.weight"], weights["conf_proj.weight"][0, target.n_embd :]
+    gen = load_generator(target.path, DrafterSpec("dspark", path), n_ctx=256, n_threads=THREADS)
+    stops = []
+    try:
+        drafter = gen.drafters["dspark"]
+        for prompt in [*PROMPTS, "then we", "and the"]:
+            context = gen.target.tokenize(prompt)
+            gen.target.sync(context[:-1])
+            drafter.prefill(context[:-1])
+            proposal = drafter.propose(context, StopBelow(8, 0.5), SamplingConfig(temperature=0.0),
+                                       np.random.default_rng(0))
+            chain = [int(np.argmax(drafter.head.logits(i))) for i in range(8)]
+            previous = np.array([context[-1], *chain[:-1]])
+            # float32 in ggml against float64 here, over 16 products: a few ulps of values near 1
+            confidence = 1.0 / (1.0 + np.exp(-(w1[previous] @ proj)))
+            n = next((i for i, c in enumerate(confidence) if c < 0.5), 8)
+            assert proposal.tokens == chain[:n], prompt
+            assert np.allclose(proposal.confidences, confidence[:n], atol=1e-5), prompt
+            stops.append(n)
+        for prompt in PROMPTS[:2]:  # and K = auto, whose p_min reads the same confidences
+            baseline = run(gen, prompt, 0)
+            assert all(run(gen, prompt, k).tokens == baseline.tokens for k in (3, AUTO))
+    finally:
+        gen.close()
+    assert any(0 < n < 8 for n in stops) and 8 in stops, stops  # drafts stopped inside the block, and one did not
+
+
 # ----- q and exactness at T > 0 --------------------------------------------------------------------
 
 

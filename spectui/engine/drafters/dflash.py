@@ -178,14 +178,16 @@ def build_head(spec: DrafterSpec, ctx: BuildContext, *, lattice: bool = False,
                ) -> tuple[LlamaModel, FeatureHeadContext, FeatureTaps, HeadFacts]:
     """The head's model (checked against the target), its context and the target's taps, which
     every DFlash kind (dflash, dspark, dflash2) drafts with; `lattice`: DFlash2's selector output
-    (every row's `t_h_nextn`, unmasked, speculative.cpp:1077)."""
+    (every row's `t_h_nextn`, unmasked, speculative.cpp:1077). A DSpark confidence head's output
+    is `t_h_nextn` of the output rows (dflash.cpp:381-387), so such a head's context keeps it."""
     target = ctx.target
     model, facts = load_head(spec, ctx)
     head = None
     try:
         head = FeatureHeadContext(model.model_handle, target.context_handle, n_ctx=target.n_ctx,
                                   n_batch=target.n_batch, n_threads=ctx.n_threads or os.cpu_count() or 1,
-                                  name=model.path.name, causal=facts.causal, hidden=lattice)
+                                  name=model.path.name, causal=facts.causal,
+                                  hidden=lattice or facts.confidence_head)
         if lattice:
             head.unmask_hidden()
         width = facts.n_embd  # a DFlash head is as wide as the target (heads.misfit)

@@ -23,9 +23,16 @@ correcting (drawing from row_i after a non-argmax d_{i-1}) would also be exact b
 for a token it did not draft; the correction costs one n_vocab x rank product per such row, on the
 weights read once from the GGUF (`MarkovHead`).
 
-The confidence head (`conf_proj`) is not read: spectui's p_min is the head's own top probability,
-as for DFlash. Everything else (following the target, injecting its features, rollback) is
-DFlash's (`dflash.DFlashDrafter`).
+**Confidence.** A head with a confidence head (`conf_proj`: dflash.cpp:305, 369-387) outputs, per
+row, sigmoid(conf_proj . [the row's pre-norm state; W1[prev]] + b), trained to predict that row's
+acceptance, in every column of the row's `t_h_nextn`; llama.cpp stops a draft at the first row
+below p_min (speculative.cpp:1212-1220). At T = 0 spectui takes it as the draft's confidence, so
+p_min stops where llama.cpp's would and K = auto calibrates it like any confidence; without one,
+confidence is the row's top probability, as for DFlash. When sampling, confidence is 1.0 as for
+every network drafter (`model.choose`): the head scores the greedy chain, not a sampled one.
+
+Everything else (the block, following the target, injecting its features, rollback) is DFlash's
+(`dflash.DFlashDrafter`).
 """
 
 from __future__ import annotations
@@ -36,9 +43,10 @@ from pathlib import Path
 import numpy as np
 
 from spectui.engine.config import SamplingConfig
+from spectui.engine.drafters.base import Budget, Proposal
 from spectui.engine.drafters.dflash import DFlashDrafter, build_head
 from spectui.engine.drafters.feature_head import FeatureHeadContext, not_this_head
-from spectui.engine.drafters.model import choose
+from spectui.engine.drafters.model import NOTHING_ALLOWED, choose
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
 from spectui.engine.drafters.taps import FeatureTaps
 from spectui.engine.heads import HeadFacts
@@ -128,6 +136,15 @@ class DSparkDrafter(DFlashDrafter):
         super().__init__(target, model, head, taps, facts)
         self.markov = markov
         self.first_row = 0 if facts.sample_from_anchor else 1  # anchor-first: row 0 drafts the token at n + 1
+        self.confidence_head = facts.confidence_head
+        self._confidence = np.zeros(0, dtype=np.float32)
+        """The last block's confidence per row, from the confidence head."""
+
+    def read_block(self, proposal: Proposal, k: int, context: Sequence[int], budget: Budget,
+                   cfg: SamplingConfig, rng: np.random.Generator) -> None:
+        if self.confidence_head:
+            self._confidence = self.head.hidden(self.first_row + k)[:, 0]
+        super().read_block(proposal, k, context, budget, cfg, rng)
 
     def choose_row(self, i: int, previous: Sequence[int], cfg: SamplingConfig, rng: np.random.Generator,
                    p_min: float) -> tuple[int, Dist | None, float]:
@@ -136,7 +153,11 @@ class DSparkDrafter(DFlashDrafter):
         row = self.head.logits(i)
         chained = previous[0] if i == self.first_row else int(np.argmax(self.head.logits(i - 1)))
         drafted = previous[-1]
-        return choose(row if drafted == chained else row + self.markov.shift(chained, drafted), cfg, rng, p_min)
+        logits = row if drafted == chained else row + self.markov.shift(chained, drafted)
+        if not (self.confidence_head and cfg.greedy):
+            return choose(logits, cfg, rng, p_min)
+        token, dist, confidence = choose(logits, cfg, rng, 0.0)  # the head's own confidence instead
+        return token, dist, confidence if confidence == NOTHING_ALLOWED else float(self._confidence[i])
 
 
 # ----- what the registry asks of this kind ------------------------------------------------------
