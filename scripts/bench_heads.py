@@ -7,8 +7,9 @@
 
 Without --target: the test suite's tiny models (tests/tiny_bigram.py targets, an attention `llama`
 and a hybrid `qwen35`; tests/tiny_eagle3.py and tests/tiny_dflash.py heads), generated into a
-temporary folder, a case per kind and target (eagle3 and dflash by default; `--kind` picks, dspark
-and dflash2 included). With --target/--draft: that pair (the head's header names the kind).
+temporary folder, a case per kind and target (eagle3 and dflash by default; `--kind` picks, dspark,
+dflash2 and dspark-v4 included: a DSpark head with DeepSeek-V4 stages, run as draft-dspark). With
+--target/--draft: that pair (the head's header names the kind).
 
 Per case and prompt, in interleaved rounds (`--repeat`), greedy (T = 0), with K fixed:
 
@@ -54,7 +55,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 PROMPTS = ["Once upon a time", "The story of the wind", "then we"]
 DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
 LOG_TRIES = 3
-KINDS = ("eagle3", "dflash", "dspark", "dflash2")
+KINDS = ("eagle3", "dflash", "dspark", "dflash2", "dspark-v4")
+"""The tiny cases' heads: dspark-v4 is a DSpark head with DeepSeek-V4 stages (tests/tiny_dspark_v4.py)."""
 SPEC_TYPES = {"eagle3": "draft-eagle3", "dflash": "draft-dflash", "dspark": "draft-dspark", "dflash2": "draft-dflash"}
 """llama.cpp's --spec-type for each head kind (common/speculative.cpp:35-39)."""
 PER_CYCLE = re.compile(r"accepted (\d+)/(\d+) draft tokens")
@@ -150,15 +152,17 @@ class Row:
 def tiny_cases(directory: Path, kinds: tuple[str, ...] = ("eagle3", "dflash")) -> list[Case]:
     import tiny_bigram
     import tiny_dflash
+    import tiny_dspark_v4
     import tiny_eagle3
 
     writers = {"eagle3": tiny_eagle3.write_eagle3_head, "dflash": tiny_dflash.write_dflash_head,
-               "dspark": tiny_dflash.write_dspark_head, "dflash2": tiny_dflash.write_dflash2_head}
+               "dspark": tiny_dflash.write_dspark_head, "dflash2": tiny_dflash.write_dflash2_head,
+               "dspark-v4": tiny_dspark_v4.write_dspark_v4_head}
     cases = []
     for name, target in (("llama", tiny_bigram.llama_target(directory)),
                          ("qwen35", tiny_bigram.hybrid_target(directory))):
-        cases += [Case(f"{kind}/{name}", kind, target.path, writers[kind](directory / f"{kind}-{name}.gguf", target))
-                  for kind in kinds]
+        cases += [Case(f"{kind}/{name}", kind.removesuffix("-v4"), target.path,
+                       writers[kind](directory / f"{kind}-{name}.gguf", target)) for kind in kinds]
     return cases
 
 

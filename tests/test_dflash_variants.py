@@ -244,7 +244,7 @@ def test_variant_fit_checks_are_one_line_each():
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_tiny_heads_read_as_their_kind(heads, kind):
     facts = read_head(heads[kind, "llama"])
-    assert (facts.drafter, facts.variant, facts.block_size) == (kind, None, 8)
+    assert (facts.drafter, facts.stages, facts.block_size) == (kind, 0, 8)
     assert facts.selector_top_k == (4 if kind == "dflash2" else 0) and facts.markov == (kind == "dspark")
 
 

@@ -57,7 +57,8 @@ def test_bench_heads_runs_the_tiny_heads_and_matches_llama_cpp(tmp_path: Path, w
     """With llama.cpp's own drivers built: from every context both drafted from, the same draft
     length gets the same verdict (the same hidden states go in, in line), and the same output."""
     out = tmp_path / "heads.json"
-    kinds = ("eagle3", "dflash", "dspark", "dflash2")  # dspark: --spec-type draft-dspark; dflash2: draft-dflash
+    # dspark and dspark-v4 (DeepSeek-V4 stages) run as --spec-type draft-dspark, dflash2 as draft-dflash
+    kinds = ("eagle3", "dflash", "dspark", "dflash2", "dspark-v4")
     run_script("scripts/bench_heads.py", "--repeat", "1", "--max-tokens", "24", "--threads", "1",
                "--json", str(out), *(arg for kind in kinds for arg in ("--kind", kind)),
                *([] if with_llama else ["--no-llama"]))
@@ -67,7 +68,7 @@ def test_bench_heads_runs_the_tiny_heads_and_matches_llama_cpp(tmp_path: Path, w
     spec = [row for row in rows if row["tool"] == "spectui"]
     assert all(row["identical"] and 0 < row["accepted"] < row["drafted"] for row in spec)
     theirs = [row for row in rows if row["tool"] == "llama.cpp"]
-    assert len(theirs) == (8 if with_llama else 0)
+    assert len(theirs) == (10 if with_llama else 0)
     # llama.cpp's checkpoint path on the hybrid target once parted from the plain greedy output after
     # 37 tokens (docs/BENCHMARKS.md); the verdicts are compared while the contexts are the same
     assert all((row["identical"] or row["shared"] >= 16) and row["cycles_compared"] >= 10
