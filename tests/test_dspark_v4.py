@@ -29,6 +29,7 @@ from spectui.engine.config import AUTO
 from spectui.engine.drafters import DrafterSpec
 from spectui.engine.generator import load_generator
 from spectui.engine.heads import read_head
+from spectui.errors import IncompatibleDraftError
 
 TARGETS = ("llama", "qwen35")
 
@@ -93,3 +94,18 @@ def test_rejection_sampling_with_the_head_reproduces_the_target(targets, heads, 
 def test_the_same_check_catches_an_always_accept_rule(targets, heads, monkeypatch):
     use_the_hybrid_target(monkeypatch)
     lossless.assert_an_always_accept_rule_is_caught(pair(targets, heads, "dspark", "qwen35"), monkeypatch)
+
+
+@pytest.mark.parametrize(("shape", "why"), [
+    ({"hc": 2}, "has 2 hyper-connection streams (dflash.hyper_connection.count), where its stages take 4"),
+    ({"sliding_window": 0}, "has no sliding window (dflash.attention.sliding_window), which its stages keep their "
+                            "cache in"),
+])
+def test_a_head_llama_cpp_would_abort_on_is_refused_before_it_loads(targets, tmp_path, shape, why):
+    """llama-speculative-simple aborts on both (GGML_ASSERT(hc == 4), deepseek4.cpp:366;
+    GGML_ASSERT(hparams.n_swa > 0), dflash.cpp:83): spectui refuses them from the header, in one line."""
+    head = tiny_dspark_v4.write_dspark_v4_head(tmp_path / "bad.gguf", targets["llama"], **shape)
+    with pytest.raises(IncompatibleDraftError) as caught:
+        load_generator(targets["llama"].path, DrafterSpec("dspark", head), n_ctx=256, n_threads=THREADS)
+    assert str(caught.value) == (f"bad.gguf is a DeepSeek-V4 DSpark head that {why}, on which llama.cpp would abort; "
+                                 "convert it again with llama.cpp's converter")

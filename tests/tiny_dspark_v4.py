@@ -30,16 +30,16 @@ BORROWED = ("markov_w1.weight", "markov_w2.weight", "fc.weight", "enc.output_nor
             "token_embd.weight", "output.weight")
 
 
-def stage_weights(d: int, stage_scale: float, seed: int) -> dict[str, np.ndarray]:
+def stage_weights(d: int, stage_scale: float, seed: int, hc: int = HC) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
 
     def mat(*shape: int, scale: float = stage_scale) -> np.ndarray:
         return (rng.standard_normal(shape) * scale / np.sqrt(shape[-1])).astype(np.float32)
 
-    mix = (2 + HC) * HC
+    mix = (2 + hc) * hc
     b = "blk.0."
     weights = {
-        "output_hc_fn.weight": mat(HC, HC * d), "output_hc_base.weight": np.zeros(HC, np.float32),
+        "output_hc_fn.weight": mat(hc, hc * d), "output_hc_base.weight": np.zeros(hc, np.float32),
         "output_hc_scale.weight": ones(1),
         b + "attn_norm.weight": ones(d), b + "attn_sinks.weight": np.zeros(N_HEAD, np.float32),
         b + "attn_q_a.weight": mat(Q_RANK, d), b + "attn_q_a_norm.weight": ones(Q_RANK),
@@ -53,7 +53,7 @@ def stage_weights(d: int, stage_scale: float, seed: int) -> dict[str, np.ndarray
         b + "ffn_up_shexp.weight": mat(N_FF, d),
     }
     for side in ("attn", "ffn"):
-        weights |= {b + f"hc_{side}_fn.weight": mat(mix, HC * d),
+        weights |= {b + f"hc_{side}_fn.weight": mat(mix, hc * d),
                     b + f"hc_{side}_base.weight": np.zeros(mix, np.float32), b + f"hc_{side}_scale.weight": ones(3)}
     return weights
 
@@ -64,7 +64,7 @@ def write_dspark_v4_head(path: Path, target: BigramTarget, *, stage_scale: float
     d = target.n_embd
     layers = (0, target.n_layer // 2, target.n_layer - 1)
     base = tiny_dflash.head_weights(target, tiny_dflash.DFlashSpec(markov_rank=16), len(layers), seed)
-    weights = {name: base[name] for name in BORROWED} | stage_weights(d, stage_scale, seed)
+    weights = {name: base[name] for name in BORROWED} | stage_weights(d, stage_scale, seed, hc)
     writer = gguf.GGUFWriter(str(path), "dflash")
     writer.add_name(path.stem)
     writer.add_context_length(4096)
