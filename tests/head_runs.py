@@ -34,13 +34,14 @@ def tiny_targets(directory: Path) -> dict[str, tiny_bigram.BigramTarget]:
 
 
 def write_heads(targets: dict[str, tiny_bigram.BigramTarget], writers) -> dict[tuple[str, str], Path]:
-    """One head of each kind in `writers` (kind -> writer) per target, beside the target's file."""
+    """One head of each kind in `writers` (kind -> writer) per target, beside the target's file; a
+    kind may be `kind-variant`, another head that drafts as that kind (`dspark-v4`)."""
     return {(kind, name): write(target.path.with_name(f"{kind}-{name}.gguf"), target)
             for kind, write in writers.items() for name, target in targets.items()}
 
 
 def pair(targets, heads, kind: str, target: str) -> HeadPair:
-    return HeadPair(targets[target].path, DrafterSpec(kind, heads[kind, target]))
+    return HeadPair(targets[target].path, DrafterSpec(kind.partition("-")[0], heads[kind, target]))
 
 
 def load(targets, heads, kind: str, target: str, n_ctx: int = 1024) -> Generator:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tiny_bigram
 import tiny_dflash
+import tiny_dspark_v4
 from head_runs import (
     PROMPTS,
     THREADS,
@@ -37,8 +38,12 @@ from spectui.engine.heads import HeadFacts, TargetFacts, misfit, read_head
 from spectui.session import memory
 
 KINDS = ("dspark", "dflash2")
+HEADS = (*KINDS, "dspark-v4")
+"""The heads the greedy and exactness checks run on: each kind's, and a DSpark head with DeepSeek-V4
+stages (tests/tiny_dspark_v4.py; its own checks: tests/test_dspark_v4.py)."""
 TARGETS = ("llama", "qwen35")
-WRITERS = {"dspark": tiny_dflash.write_dspark_head, "dflash2": tiny_dflash.write_dflash2_head}
+WRITERS = {"dspark": tiny_dflash.write_dspark_head, "dflash2": tiny_dflash.write_dflash2_head,
+           "dspark-v4": tiny_dspark_v4.write_dspark_v4_head}
 LABELS = {"dspark": "DSpark head", "dflash2": "DFlash2 head"}
 LLAMA = TargetFacts("llama", 64, 4)
 
@@ -83,7 +88,7 @@ def test_a_plain_dflash_kind_names_the_kind_a_variant_head_drafts_as(targets, he
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", HEADS)
 def test_greedy_speculation_equals_the_target_alone(targets, heads, kind, target):
     gen = load(targets, heads, kind, target)
     try:
@@ -208,13 +213,13 @@ def test_a_drafted_token_off_the_argmax_gets_q_from_the_chain_it_took(targets, h
 
 
 @pytest.mark.parametrize("cfg", [lossless.PURE, lossless.PROCESSED], ids=["T1-pure", "T0.8-topk-topp-minp"])
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", HEADS)
 def test_rejection_sampling_with_the_head_reproduces_the_target(targets, heads, kind, cfg, monkeypatch):
     use_the_hybrid_target(monkeypatch)
     lossless.assert_reproduces_the_target(pair(targets, heads, kind, "qwen35"), cfg)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", HEADS)
 def test_the_same_check_catches_an_always_accept_rule(targets, heads, kind, monkeypatch):
     use_the_hybrid_target(monkeypatch)
     lossless.assert_an_always_accept_rule_is_caught(pair(targets, heads, kind, "qwen35"), monkeypatch)
