@@ -5,6 +5,7 @@ the hybrid target."""
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import NamedTuple
 
@@ -14,11 +15,28 @@ import tiny_bigram
 
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.drafters import DrafterSpec
+from spectui.engine.drafters.base import FixedBudget
 from spectui.engine.events import Finished
 from spectui.engine.generator import Generator, load_generator
 
 THREADS = 1  # these tiny models decode in about a millisecond: threads only add synchronisation
 PROMPTS = ["The story of the wind", "Once upon a time", "Hello there", "in the"]
+
+
+LLAMA_BUILD = Path(os.environ.get("SPECTUI_LLAMA_BUILD", Path.home() / ".cache/spectui/llama.cpp-0.3.36"))
+LLAMA_SPECULATIVE = LLAMA_BUILD / "build/bin/llama-speculative-simple"
+"""llama.cpp's own driver as scripts/build_llama_cpp.sh builds it (SPECTUI_LLAMA_BUILD: another build)."""
+
+
+class StopBelow(FixedBudget):
+    """K fixed, and a draft stops once its confidence falls below `floor` (as K = auto's p_min does)."""
+
+    def __init__(self, k: int, floor: float) -> None:
+        super().__init__(k)
+        self.floor = floor
+
+    def p_min(self, source: str) -> float:
+        return self.floor
 
 
 class HeadPair(NamedTuple):

@@ -18,6 +18,7 @@ import tiny_dspark_v4
 from head_runs import (
     PROMPTS,
     THREADS,
+    StopBelow,
     greedy_acceptance,
     load,
     pair,
@@ -119,17 +120,6 @@ def test_the_markov_head_carries_the_chain_down_the_block(targets, tmp_path):
         finally:
             gen.close()
     assert rates["dspark"] > rates["dflash"] + 0.05, rates
-
-
-class StopBelow(FixedBudget):
-    """K fixed, and a draft stops once its confidence falls below `floor` (as K = auto's p_min does)."""
-
-    def __init__(self, k: int, floor: float) -> None:
-        super().__init__(k)
-        self.floor = floor
-
-    def p_min(self, source: str) -> float:
-        return self.floor
 
 
 def test_the_confidence_head_stops_a_greedy_draft_where_llama_cpp_would(targets, tmp_path):

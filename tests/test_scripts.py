@@ -6,12 +6,12 @@ that no longer runs against today's spectui, as bench_rpc.py once did after a re
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from head_runs import LLAMA_SPECULATIVE
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,9 +46,6 @@ def test_the_cost_scripts_measure_the_generated_tiny_models(script: str):
         assert set(result["one_row_ms"]) == {"0", "16"}
 
 
-LLAMA_BUILD = Path(os.environ.get("SPECTUI_LLAMA_BUILD", Path.home() / ".cache/spectui/llama.cpp-0.3.36"))
-LLAMA_SPECULATIVE = LLAMA_BUILD / "build/bin/llama-speculative-simple"
-"""scripts/build_llama_cpp.sh's build (SPECTUI_LLAMA_BUILD: another), as the scripts find it."""
 
 
 @pytest.mark.parametrize("with_llama", [False, pytest.param(True, marks=pytest.mark.skipif(
