@@ -1,23 +1,27 @@
-"""spectui's EAGLE-3 and DFlash drafters against llama.cpp's own, on the same files: for docs/BENCHMARKS.md.
+"""spectui's EAGLE-3 and DFlash-family drafters against llama.cpp's own, on the same files: for docs/BENCHMARKS.md.
 
     .venv/bin/python scripts/bench_heads.py [--k 3] [--max-tokens 64] [--repeat 3] [--threads 1] [--temperature 0]
+                                            [--kind eagle3|dflash|dspark|dflash2 ...]
                                             [--llama-bin PATH | --no-llama] [--json OUT.json]
     .venv/bin/python scripts/bench_heads.py --target T.gguf --draft HEAD.gguf [--prompt TEXT ...]
 
 Without --target: the test suite's tiny models (tests/tiny_bigram.py targets, an attention `llama`
 and a hybrid `qwen35`; tests/tiny_eagle3.py and tests/tiny_dflash.py heads), generated into a
-temporary folder, four cases (eagle3 and dflash on each target). With --target/--draft: that pair
-(the head's architecture names the kind).
+temporary folder, a case per kind and target (eagle3 and dflash by default; `--kind` picks, dspark,
+dflash2 and dspark-v4 included: a DSpark head with DeepSeek-V4 stages, run as draft-dspark). With
+--target/--draft: that pair (the head's header names the kind).
 
 Per case and prompt, in interleaved rounds (`--repeat`), greedy (T = 0), with K fixed:
 
   spectui off    the target alone (K = 0): the baseline every speed-up divides by;
   spectui K      `load_generator(target, DrafterSpec(kind, head))` at K: rejection sampling's
                  greedy case, which accepts exactly what llama.cpp's exact-match rule accepts;
-  llama.cpp K    llama-speculative-simple --spec-type draft-eagle3|draft-dflash --spec-draft-n-max K
-                 --spec-draft-p-min 0 --temp 0 (built from the same vendored source by
-                 scripts/build_llama_cpp.sh), its decode speed, drafted/accepted tokens and draft
-                 calls (its `statistics` line at -lv 4).
+  llama.cpp K    llama-speculative-simple --spec-type draft-eagle3|draft-dflash|draft-dspark
+                 --spec-draft-n-max K --spec-draft-p-min 0 --temp 0 (built from the same vendored
+                 source by scripts/build_llama_cpp.sh; SPECTUI_LLAMA_BUILD: another build), its
+                 decode speed, drafted/accepted tokens and draft calls (its `statistics` line at
+                 -lv 4). A DFlash2 head runs as draft-dflash: llama.cpp's DFlash driver walks the
+                 selector lattice whenever the head has one (speculative.cpp:1000, 1199).
 
 `same output` compares the bytes each tool generated with spectui's target alone (llama.cpp prints
 the prompt and then every token's piece to stdout; spectui's are its tokens' bytes), over the
@@ -51,6 +55,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 PROMPTS = ["Once upon a time", "The story of the wind", "then we"]
 DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
 LOG_TRIES = 3
+KINDS = ("eagle3", "dflash", "dspark", "dflash2", "dspark-v4")
+"""The tiny cases' heads: dspark-v4 is a DSpark head with DeepSeek-V4 stages (tests/tiny_dspark_v4.py)."""
+SPEC_TYPES = {"eagle3": "draft-eagle3", "dflash": "draft-dflash", "dspark": "draft-dspark", "dflash2": "draft-dflash"}
+"""llama.cpp's --spec-type for each head kind (common/speculative.cpp:35-39)."""
 PER_CYCLE = re.compile(r"accepted (\d+)/(\d+) draft tokens")
 STATS = re.compile(r"statistics\s+draft-\w+: #calls\(b,g,a\) =\s+\d+\s+(\d+)\s+(\d+), #gen drafts =\s+\d+, "
                    r"#acc drafts =\s+\d+, #gen tokens =\s+(\d+), #acc tokens =\s+(\d+)")
@@ -141,18 +149,20 @@ class Row:
         return self.accepted / self.drafted if self.drafted else 0.0
 
 
-def tiny_cases(directory: Path) -> list[Case]:
+def tiny_cases(directory: Path, kinds: tuple[str, ...] = ("eagle3", "dflash")) -> list[Case]:
     import tiny_bigram
     import tiny_dflash
+    import tiny_dspark_v4
     import tiny_eagle3
 
+    writers = {"eagle3": tiny_eagle3.write_eagle3_head, "dflash": tiny_dflash.write_dflash_head,
+               "dspark": tiny_dflash.write_dspark_head, "dflash2": tiny_dflash.write_dflash2_head,
+               "dspark-v4": tiny_dspark_v4.write_dspark_v4_head}
     cases = []
     for name, target in (("llama", tiny_bigram.llama_target(directory)),
                          ("qwen35", tiny_bigram.hybrid_target(directory))):
-        cases.append(Case(f"eagle3/{name}", "eagle3", target.path,
-                          tiny_eagle3.write_eagle3_head(directory / f"eagle3-{name}.gguf", target)))
-        cases.append(Case(f"dflash/{name}", "dflash", target.path,
-                          tiny_dflash.write_dflash_head(directory / f"dflash-{name}.gguf", target)))
+        cases += [Case(f"{kind}/{name}", kind.removesuffix("-v4"), target.path,
+                       writers[kind](directory / f"{kind}-{name}.gguf", target)) for kind in kinds]
     return cases
 
 
@@ -185,7 +195,7 @@ def llama_run(binary: Path, case: Case, prompt: str, k: int, max_tokens: int, th
     drafted and accepted tokens too."""
     command = [str(binary), "-m", str(case.target), "-md", str(case.head), "-p", prompt, "-n", str(max_tokens),
                "-c", "1024", "-t", str(threads), "--temp", str(temperature), "--seed", str(seed),
-               "--top-k", "40", "--top-p", "0.95", "--min-p", "0.05", "--spec-type", f"draft-{case.kind}",
+               "--top-k", "40", "--top-p", "0.95", "--min-p", "0.05", "--spec-type", SPEC_TYPES[case.kind],
                "--spec-draft-n-max", str(k), "--spec-draft-p-min", "0", "-lv", "5" if traced else "4"]
     for _ in range(LOG_TRIES):  # llama.cpp's log thread sometimes drops its last lines at exit
         done = subprocess.run(command, capture_output=True, timeout=600)
@@ -286,6 +296,8 @@ def main() -> int:
                         help="above 0: both tools sample (top-k 40, top-p 0.95, min-p 0.05, seed = round); "
                         "spectui by rejection sampling, llama.cpp by matching the head's top token: compare "
                         "acceptance (outputs differ, nothing is checked)")
+    parser.add_argument("--kind", action="append", choices=KINDS,
+                        help="the tiny cases of this head kind (repeatable; default: eagle3 and dflash)")
     parser.add_argument("--prompt", action="append", help="a prompt (repeatable; default: three short ones)")
     parser.add_argument("--target", type=Path, help="a real target GGUF (with --draft)")
     parser.add_argument("--draft", type=Path, help="its EAGLE-3 or DFlash head GGUF")
@@ -294,20 +306,23 @@ def main() -> int:
     parser.add_argument("--no-llama", action="store_true", help="spectui only")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()
-    binary = None if args.no_llama else (args.llama_bin or Path.home() / ".cache/spectui/llama.cpp-0.3.36/build/bin"
-                                         / "llama-speculative-simple")
-    if binary is not None and not binary.exists():
-        print(f"no {binary}: run scripts/build_llama_cpp.sh (or pass --llama-bin / --no-llama)", file=sys.stderr)
+    from bench_lookup import default_llama_bin
+
+    binary = None if args.no_llama else (args.llama_bin or default_llama_bin())
+    if not args.no_llama and (binary is None or not binary.exists()):
+        print(f"no {binary or 'llama-speculative-simple'}: run scripts/build_llama_cpp.sh (or pass --llama-bin / "
+              "--no-llama)", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as tmp:
         if args.target:
-            from spectui.engine.heads import head_arch
+            from spectui.engine.heads import head_kind
 
-            if args.draft is None or head_arch(args.draft) is None:
+            kind = head_kind(args.draft) if args.draft is not None else None
+            if kind is None:
                 parser.error("--target needs --draft naming an eagle3 or dflash GGUF")
-            cases = [Case(args.target.name, head_arch(args.draft) or "", args.target, args.draft)]
+            cases = [Case(args.target.name, kind, args.target, args.draft)]
         else:
-            cases = tiny_cases(Path(tmp))
+            cases = tiny_cases(Path(tmp), tuple(args.kind or ("eagle3", "dflash")))
         rows = [row for case in cases for row in bench_case(case, args, binary)]
     print(f"# {platform.node()} {platform.processor() or platform.machine()}, {args.threads} thread(s), "
           f"K={args.k}, {args.max_tokens} tokens, {args.repeat} interleaved round(s), T={args.temperature:g}")

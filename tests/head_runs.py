@@ -5,6 +5,7 @@ the hybrid target."""
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import NamedTuple
 
@@ -14,11 +15,28 @@ import tiny_bigram
 
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.drafters import DrafterSpec
+from spectui.engine.drafters.base import FixedBudget
 from spectui.engine.events import Finished
 from spectui.engine.generator import Generator, load_generator
 
 THREADS = 1  # these tiny models decode in about a millisecond: threads only add synchronisation
 PROMPTS = ["The story of the wind", "Once upon a time", "Hello there", "in the"]
+
+
+LLAMA_BUILD = Path(os.environ.get("SPECTUI_LLAMA_BUILD", Path.home() / ".cache/spectui/llama.cpp-0.3.36"))
+LLAMA_SPECULATIVE = LLAMA_BUILD / "build/bin/llama-speculative-simple"
+"""llama.cpp's own driver as scripts/build_llama_cpp.sh builds it (SPECTUI_LLAMA_BUILD: another build)."""
+
+
+class StopBelow(FixedBudget):
+    """K fixed, and a draft stops once its confidence falls below `floor` (as K = auto's p_min does)."""
+
+    def __init__(self, k: int, floor: float) -> None:
+        super().__init__(k)
+        self.floor = floor
+
+    def p_min(self, source: str) -> float:
+        return self.floor
 
 
 class HeadPair(NamedTuple):
@@ -34,13 +52,14 @@ def tiny_targets(directory: Path) -> dict[str, tiny_bigram.BigramTarget]:
 
 
 def write_heads(targets: dict[str, tiny_bigram.BigramTarget], writers) -> dict[tuple[str, str], Path]:
-    """One head of each kind in `writers` (kind -> writer) per target, beside the target's file."""
+    """One head of each kind in `writers` (kind -> writer) per target, beside the target's file; a
+    kind may be `kind-variant`, another head that drafts as that kind (`dspark-v4`)."""
     return {(kind, name): write(target.path.with_name(f"{kind}-{name}.gguf"), target)
             for kind, write in writers.items() for name, target in targets.items()}
 
 
 def pair(targets, heads, kind: str, target: str) -> HeadPair:
-    return HeadPair(targets[target].path, DrafterSpec(kind, heads[kind, target]))
+    return HeadPair(targets[target].path, DrafterSpec(kind.partition("-")[0], heads[kind, target]))
 
 
 def load(targets, heads, kind: str, target: str, n_ctx: int = 1024) -> Generator:

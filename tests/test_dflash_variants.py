@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 import tiny_bigram
 import tiny_dflash
+import tiny_dspark_v4
 from head_runs import (
     PROMPTS,
     THREADS,
+    StopBelow,
     greedy_acceptance,
     load,
     pair,
@@ -37,8 +39,12 @@ from spectui.engine.heads import HeadFacts, TargetFacts, misfit, read_head
 from spectui.session import memory
 
 KINDS = ("dspark", "dflash2")
+HEADS = (*KINDS, "dspark-v4")
+"""The heads the greedy and exactness checks run on: each kind's, and a DSpark head with DeepSeek-V4
+stages (tests/tiny_dspark_v4.py; its own checks: tests/test_dspark_v4.py)."""
 TARGETS = ("llama", "qwen35")
-WRITERS = {"dspark": tiny_dflash.write_dspark_head, "dflash2": tiny_dflash.write_dflash2_head}
+WRITERS = {"dspark": tiny_dflash.write_dspark_head, "dflash2": tiny_dflash.write_dflash2_head,
+           "dspark-v4": tiny_dspark_v4.write_dspark_v4_head}
 LABELS = {"dspark": "DSpark head", "dflash2": "DFlash2 head"}
 LLAMA = TargetFacts("llama", 64, 4)
 
@@ -83,7 +89,7 @@ def test_a_plain_dflash_kind_names_the_kind_a_variant_head_drafts_as(targets, he
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", HEADS)
 def test_greedy_speculation_equals_the_target_alone(targets, heads, kind, target):
     gen = load(targets, heads, kind, target)
     try:
@@ -114,6 +120,43 @@ def test_the_markov_head_carries_the_chain_down_the_block(targets, tmp_path):
         finally:
             gen.close()
     assert rates["dspark"] > rates["dflash"] + 0.05, rates
+
+
+def test_the_confidence_head_stops_a_greedy_draft_where_llama_cpp_would(targets, tmp_path):
+    """With a confidence head, a T = 0 draft's confidence in row i is sigmoid(conf_proj . [state_i;
+    W1[prev_i]] + b), prev_i the token the graph chained row i on, and it stops at the first row
+    below p_min (speculative.cpp:1212-1220); the tiny head's conf_proj reads W1[prev] only, so the
+    rows' confidences follow from its weights and the head's logits."""
+    target = targets["llama"]
+    spec = tiny_dflash.DFlashSpec(markov_rank=16, confidence=True)
+    path = tiny_dflash.write_dflash_head(tmp_path / "dspark-conf.gguf", target, spec)
+    assert read_head(path).confidence_head
+    weights = tiny_dflash.head_weights(target, spec, 3, 5)
+    w1, proj = weights["markov_w1.weight"], weights["conf_proj.weight"][0, target.n_embd :]
+    gen = load_generator(target.path, DrafterSpec("dspark", path), n_ctx=256, n_threads=THREADS)
+    stops = []
+    try:
+        drafter = gen.drafters["dspark"]
+        for prompt in [*PROMPTS, "then we", "and the"]:
+            context = gen.target.tokenize(prompt)
+            gen.target.sync(context[:-1])
+            drafter.prefill(context[:-1])
+            proposal = drafter.propose(context, StopBelow(8, 0.5), SamplingConfig(temperature=0.0),
+                                       np.random.default_rng(0))
+            chain = [int(np.argmax(drafter.head.logits(i))) for i in range(8)]
+            previous = np.array([context[-1], *chain[:-1]])
+            # float32 in ggml against float64 here, over 16 products: a few ulps of values near 1
+            confidence = 1.0 / (1.0 + np.exp(-(w1[previous] @ proj)))
+            n = next((i for i, c in enumerate(confidence) if c < 0.5), 8)
+            assert proposal.tokens == chain[:n], prompt
+            assert np.allclose(proposal.confidences, confidence[:n], atol=1e-5), prompt
+            stops.append(n)
+        for prompt in PROMPTS[:2]:  # and K = auto, whose p_min reads the same confidences
+            baseline = run(gen, prompt, 0)
+            assert all(run(gen, prompt, k).tokens == baseline.tokens for k in (3, AUTO))
+    finally:
+        gen.close()
+    assert any(0 < n < 8 for n in stops) and 8 in stops, stops  # drafts stopped inside the block, and one did not
 
 
 # ----- q and exactness at T > 0 --------------------------------------------------------------------
@@ -160,13 +203,13 @@ def test_a_drafted_token_off_the_argmax_gets_q_from_the_chain_it_took(targets, h
 
 
 @pytest.mark.parametrize("cfg", [lossless.PURE, lossless.PROCESSED], ids=["T1-pure", "T0.8-topk-topp-minp"])
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", HEADS)
 def test_rejection_sampling_with_the_head_reproduces_the_target(targets, heads, kind, cfg, monkeypatch):
     use_the_hybrid_target(monkeypatch)
     lossless.assert_reproduces_the_target(pair(targets, heads, kind, "qwen35"), cfg)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", HEADS)
 def test_the_same_check_catches_an_always_accept_rule(targets, heads, kind, monkeypatch):
     use_the_hybrid_target(monkeypatch)
     lossless.assert_an_always_accept_rule_is_caught(pair(targets, heads, kind, "qwen35"), monkeypatch)
@@ -196,7 +239,7 @@ def test_variant_fit_checks_are_one_line_each():
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_tiny_heads_read_as_their_kind(heads, kind):
     facts = read_head(heads[kind, "llama"])
-    assert (facts.drafter, facts.variant, facts.block_size) == (kind, None, 8)
+    assert (facts.drafter, facts.stages, facts.block_size) == (kind, 0, 8)
     assert facts.selector_top_k == (4 if kind == "dflash2" else 0) and facts.markov == (kind == "dspark")
 
 

@@ -72,9 +72,6 @@ def test_misfit_names_each_reason_in_one_line():
                                             "h", "t")  # EAGLE-3 never reads the last layer's output
     assert misfit(replace(DFLASH, block_size=1), LLAMA, "h") == (
         "h has block size 1; a DFlash block needs room for one draft token")
-    assert misfit(replace(DFLASH, variant="a DeepSeek-V4 DSpark head"), LLAMA, "h") == (
-        "h is a DeepSeek-V4 DSpark head, which spectui does not run; llama-server runs it "
-        "(--spec-type draft-dspark / draft-dflash), or pick a plain DFlash head")
 
 
 def test_header_facts_of_the_tiny_files(folder):
@@ -84,18 +81,53 @@ def test_header_facts_of_the_tiny_files(folder):
     assert read_target(folder / "bigram-llama.gguf") == LLAMA
 
 
-def test_a_dspark_head_is_told_by_its_markov_tensor(tmp_path):
-    path = tmp_path / "dspark.gguf"
+def _dspark_header(path: Path, tensors: tuple[str, ...] = ("markov_w1.weight",), **keys: int) -> Path:
     writer = gguf.GGUFWriter(str(path), "dflash")
     writer.add_embedding_length(64)
     writer.add_array("dflash.target_layers", [1, 2])
-    writer.add_tensor("markov_w1.weight", tiny_bigram.np.zeros((4, 8), dtype=tiny_bigram.np.float32))
+    for key, value in keys.items():
+        writer.add_uint32(key.replace("__", "."), value)
+    for name in tensors:
+        writer.add_tensor(name, tiny_bigram.np.zeros((4, 8), dtype=tiny_bigram.np.float32))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    facts = read_head(path)
-    assert (facts.drafter, facts.kind_name, facts.variant, facts.max_draft) == ("dspark", "DSpark", None, 16)
+    return path
+
+
+def test_a_dspark_head_is_told_by_its_markov_tensor(tmp_path):
+    facts = read_head(_dspark_header(tmp_path / "dspark.gguf"))
+    assert (facts.drafter, facts.kind_name, facts.stages, facts.max_draft) == ("dspark", "DSpark", 0, 16)
+    assert facts.confidence_head is False
+    assert read_head(_dspark_header(tmp_path / "conf.gguf", ("markov_w1.weight", "conf_proj.weight"))).confidence_head
+    assert not read_head(_dspark_header(tmp_path / "plain.gguf", ("conf_proj.weight",))).confidence_head
+
+
+def test_deepseek_v4_stages_llama_cpp_would_abort_on_are_one_line_each(tmp_path):
+    """`dflash.hyper_connection.count` (src/llama-arch.cpp:307) marks DeepSeek-V4 stages; the shapes
+    llama.cpp asserts on (it aborts the process) are refused from the header."""
+    stage = {"dflash__hyper_connection__count": 4, "dflash__attention__sliding_window": 64,
+             "dflash__attention__head_count": 2, "dflash__attention__output_group_count": 1,
+             "dflash__attention__key_length": 32, "dflash__attention__value_length": 32,
+             "dflash__block_size": 8, "tokenizer__ggml__mask_token_id": 4}
+    fits = read_head(_dspark_header(tmp_path / "dsv4.gguf", **stage))
+    assert (fits.drafter, fits.stages, fits.stages_misfit) == ("dspark", 4, None) and misfit(fits, LLAMA) is None
+    reasons = {
+        "dflash__hyper_connection__count": (2, "has 2 hyper-connection streams (dflash.hyper_connection.count), "
+                                               "where its stages take 4"),
+        "dflash__attention__sliding_window": (0, "has no sliding window (dflash.attention.sliding_window), which its "
+                                                 "stages keep their cache in"),
+        "dflash__attention__output_group_count": (3, "splits 2 attention heads into 3 output groups "
+                                                     "(dflash.attention.output_group_count)"),
+        "dflash__attention__value_length": (16, "has keys and values of different widths, where its attention "
+                                                "shares one row for both"),
+    }
+    for key, (value, why) in reasons.items():
+        facts = read_head(_dspark_header(tmp_path / f"{key}.gguf", **(stage | {key: value})))
+        assert misfit(facts, LLAMA, "h") == (f"h is a DeepSeek-V4 DSpark head that {why}, on which llama.cpp would "
+                                             "abort; convert it again with llama.cpp's converter")
+    assert read_head(_dspark_header(tmp_path / "zero.gguf", dflash__hyper_connection__count=0)).stages_misfit is None
 
 
 # ----- models on disk ------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from head_runs import LLAMA_SPECULATIVE
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,7 +46,6 @@ def test_the_cost_scripts_measure_the_generated_tiny_models(script: str):
         assert set(result["one_row_ms"]) == {"0", "16"}
 
 
-LLAMA_SPECULATIVE = Path.home() / ".cache/spectui/llama.cpp-0.3.36/build/bin/llama-speculative-simple"
 
 
 @pytest.mark.parametrize("with_llama", [False, pytest.param(True, marks=pytest.mark.skipif(
@@ -54,15 +54,18 @@ def test_bench_heads_runs_the_tiny_heads_and_matches_llama_cpp(tmp_path: Path, w
     """With llama.cpp's own drivers built: from every context both drafted from, the same draft
     length gets the same verdict (the same hidden states go in, in line), and the same output."""
     out = tmp_path / "heads.json"
+    # dspark and dspark-v4 (DeepSeek-V4 stages) run as --spec-type draft-dspark, dflash2 as draft-dflash
+    kinds = ("eagle3", "dflash", "dspark", "dflash2", "dspark-v4")
     run_script("scripts/bench_heads.py", "--repeat", "1", "--max-tokens", "24", "--threads", "1",
-               "--json", str(out), *([] if with_llama else ["--no-llama"]))
+               "--json", str(out), *(arg for kind in kinds for arg in ("--kind", kind)),
+               *([] if with_llama else ["--no-llama"]))
     rows = json.loads(out.read_text())["rows"]
     cases = {row["case"] for row in rows}
-    assert cases == {"eagle3/llama", "dflash/llama", "eagle3/qwen35", "dflash/qwen35"}
+    assert cases == {f"{kind}/{target}" for kind in kinds for target in ("llama", "qwen35")}
     spec = [row for row in rows if row["tool"] == "spectui"]
     assert all(row["identical"] and 0 < row["accepted"] < row["drafted"] for row in spec)
     theirs = [row for row in rows if row["tool"] == "llama.cpp"]
-    assert len(theirs) == (4 if with_llama else 0)
+    assert len(theirs) == (10 if with_llama else 0)
     # llama.cpp's checkpoint path on the hybrid target once parted from the plain greedy output after
     # 37 tokens (docs/BENCHMARKS.md); the verdicts are compared while the contexts are the same
     assert all((row["identical"] or row["shared"] >= 16) and row["cycles_compared"] >= 10

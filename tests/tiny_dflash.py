@@ -53,6 +53,7 @@ TOKEN, FEATURE = slice(0, 24), slice(24, 48)
 REAL_FLAG, MASK_FLAG, FEATURE_FLAG = 48, 49, 50
 HEAD_DIM, N_ROT = 32, 16
 READ_BACK = 2  # head B peaks at this many positions before the query
+CONFIDENCE_SCALE = 8.0  # u . W1[prev] of unit vectors in 16 dimensions: about +-0.25, so about sigmoid(+-2)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,8 @@ class DFlashSpec:
     markov_scale: float = 5.0
     sample_from_anchor: bool | None = None
     """DSpark: `dflash.sample_from_anchor` (None: the key absent, which llama.cpp reads as true)."""
+    confidence: bool = False
+    """DSpark: a confidence head (`conf_proj`) reading only W1[prev]: sigmoid(CONFIDENCE_SCALE u . W1[prev])."""
     selector_top_k: int = 0
     """DFlash2: a selector lattice over this many candidates per position (conv + selector tensors)."""
     selector_rank: int = 16
@@ -114,6 +117,11 @@ def head_weights(target: BigramTarget, spec: DFlashSpec, n_taps: int, seed: int)
         w2 = np.zeros_like(w1)
         w2[sigma] = spec.markov_scale * w1
         extra |= {"markov_w1.weight": w1.astype(np.float32), "markov_w2.weight": w2.astype(np.float32)}
+        if spec.confidence:  # [the row's state (weight 0 here); W1[prev]] -> one logit (dflash.cpp:369-379)
+            conf = np.zeros((1, d + spec.markov_rank), dtype=np.float32)
+            u = np.random.default_rng(seed).standard_normal(spec.markov_rank)  # the other weights as without it
+            conf[0, d:] = CONFIDENCE_SCALE * u / np.linalg.norm(u)
+            extra |= {"conf_proj.weight": conf, "conf_proj.bias": np.zeros(1, dtype=np.float32)}
     if spec.selector_top_k:
         extra |= _selector(spec, pairs[:, : spec.selector_rank], sigma, d)
     return extra | {

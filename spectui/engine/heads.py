@@ -16,9 +16,14 @@ common/speculative.cpp:455-1330):
 Two DFlash variants draft as kinds of their own (`drafter`): DSpark (a Markov head, `markov_w1`:
 `dspark`) and DFlash2 (a candidate selector, `dflash.selector_top_k` + `selector_*` tensors:
 `dflash2`); each adds its fit checks (a DSpark head needs `dflash.block_size`, which llama.cpp's
-graph asserts; a DFlash2 head its selector tensors and a width that holds the lattice). The
-DeepSeek-V4 DSpark stages (`dflash.hyper_connection_count`) are refused by name (llama-server runs
-them).
+graph asserts; a DFlash2 head its selector tensors and a width that holds the lattice). A DSpark
+head's optional confidence head (`conf_proj`) is read as the draft's confidence (`dspark`).
+
+A DeepSeek-V4 DSpark head (`dflash.hyper_connection.count` > 0, the key llama.cpp's loader reads:
+src/llama-arch.cpp:307, src/models/dflash.cpp:53) has DeepSeek-V4 stages for decoder layers
+(hyper-connections, MLA, a MoE each, K in a sliding-window cache: dflash.cpp:51-92, 858-1012). It
+drafts like any DSpark head (the stages are llama.cpp's graph), but llama.cpp aborts the process
+on a few shapes its header shows (`_stages_misfit`), so those are refused in one line first.
 """
 
 from __future__ import annotations
@@ -49,8 +54,10 @@ class HeadFacts:
     mask_token: int | None = None
     causal: bool = False
     """DFlash: attention inside the block is causal (`dflash.attention.causal`; default off)."""
-    variant: str | None = None
-    """A DFlash variant spectui does not run ("a DeepSeek-V4 DSpark head"); None otherwise."""
+    stages: int = 0
+    """DeepSeek-V4 DSpark stages: their hyper-connection streams (0: plain DFlash layers)."""
+    stages_misfit: str | None = None
+    """Why llama.cpp would abort on those stages, as a clause ("has 2 hyper-connection streams ...")."""
     markov: bool = False
     """DSpark: the head carries a Markov head (`markov_w1`) that biases each block row."""
     sample_from_anchor: bool = True
@@ -60,6 +67,8 @@ class HeadFacts:
     """DFlash2: candidates per position in the selector lattice (0: no selector)."""
     has_selector: bool = False
     """DFlash2: the `selector_hidden` tensor, without which llama.cpp builds no lattice."""
+    confidence_head: bool = False
+    """DSpark: a confidence head (`conf_proj`), whose sigmoid per row predicts its acceptance."""
 
     @property
     def drafter(self) -> str:
@@ -153,22 +162,40 @@ def head_from_header(header: gguf_file.GGUFHeader) -> HeadFacts:
     meta = header.metadata
     arch = str(meta.get("general.architecture") or "?")
     n_embd = _int(meta, f"{arch}.embedding_length")
-    variant = None
-    if _int(meta, f"{arch}.hyper_connection_count") > 0:
-        variant = "a DeepSeek-V4 DSpark head"
+    stages = _int(meta, f"{arch}.hyper_connection.count")
     mask = meta.get("tokenizer.ggml.mask_token_id")
     return HeadFacts(
         arch=arch, n_embd=n_embd, target_layers=_ints(meta, f"{arch}.target_layers"),
         target_hidden_size=_int(meta, f"{arch}.target_hidden_size", n_embd) if arch == "eagle3" else n_embd,
         block_size=_int(meta, f"{arch}.block_size", DEFAULT_BLOCK_SIZE),
         mask_token=mask if isinstance(mask, int) and not isinstance(mask, bool) else None,
-        causal=meta.get(f"{arch}.attention.causal") is True, variant=variant,
+        causal=meta.get(f"{arch}.attention.causal") is True,
+        stages=stages, stages_misfit=_stages_misfit(meta, arch) if stages > 0 else None,
         markov="markov_w1.weight" in header.tensor_names,
         sample_from_anchor=meta.get(f"{arch}.sample_from_anchor", True) is True,
         has_block_size=f"{arch}.block_size" in meta or arch != "dflash",
         selector_top_k=_int(meta, f"{arch}.selector_top_k"),
         has_selector="selector_hidden.weight" in header.tensor_names,
+        confidence_head="markov_w1.weight" in header.tensor_names and "conf_proj.weight" in header.tensor_names,
     )
+
+
+def _stages_misfit(meta: Mapping[str, object], arch: str) -> str | None:
+    """What in a DeepSeek-V4 DSpark header llama.cpp asserts on (aborting the process) rather than
+    refusing in a failed load: the 4 streams build_hc_pre takes (deepseek4.cpp:366), a sliding
+    window (dflash.cpp:83), output groups that divide the heads (dflash.cpp:72, deepseek4.cpp:900)
+    and keys as wide as values (deepseek4.cpp:899)."""
+    streams = _int(meta, f"{arch}.hyper_connection.count")
+    if streams != 4:
+        return f"has {streams} hyper-connection streams (dflash.hyper_connection.count), where its stages take 4"
+    if _int(meta, f"{arch}.attention.sliding_window") <= 0:
+        return "has no sliding window (dflash.attention.sliding_window), which its stages keep their cache in"
+    groups, heads = _int(meta, f"{arch}.attention.output_group_count"), _int(meta, f"{arch}.attention.head_count")
+    if groups <= 0 or heads % groups:
+        return f"splits {heads} attention heads into {groups} output groups (dflash.attention.output_group_count)"
+    if _int(meta, f"{arch}.attention.key_length") != _int(meta, f"{arch}.attention.value_length"):
+        return "has keys and values of different widths, where its attention shares one row for both"
+    return None
 
 
 def read_target(path: Path) -> TargetFacts:
@@ -187,9 +214,9 @@ def misfit(head: HeadFacts, target: TargetFacts, head_name: str = "the head",
     """Why `head` cannot draft for `target`, in one line that says what to do; None if it can."""
     kind = head.kind_name
     pick = f"pick the {kind} head published for {target_name}'s model"
-    if head.variant is not None:
-        return (f"{head_name} is {head.variant}, which spectui does not run; llama-server runs it "
-                f"(--spec-type draft-dspark / draft-dflash), or pick a plain {kind} head")
+    if head.stages_misfit is not None:
+        return (f"{head_name} is a DeepSeek-V4 {kind} head that {head.stages_misfit}, on which llama.cpp would "
+                "abort; convert it again with llama.cpp's converter")
     if target.arch not in LAYER_TAP_ARCHS:
         return (f"llama.cpp cannot hand the hidden states of a {target.arch} target to a head (its graph has "
                 f"no layer taps); {kind} heads run on {', '.join(sorted(LAYER_TAP_ARCHS)[:6])}, ... targets")

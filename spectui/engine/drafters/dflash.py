@@ -49,9 +49,9 @@ from spectui.engine.drafters.spec import BuildContext, DrafterSpec
 from spectui.engine.drafters.taps import FeatureTaps
 from spectui.engine.heads import HeadFacts
 from spectui.engine.model import LlamaModel
+from spectui.engine.sampling import Dist
 
 SOURCE = "dflash"
-KIND = KINDS[SOURCE]
 FLUSH_ROWS = 32
 """Queued feature rows injected as soon as there are this many; fewer wait for the next draft."""
 
@@ -68,9 +68,10 @@ class DFlashDrafter(TargetFollower[np.ndarray]):
         self.head = head
         self.taps = taps
         self.mask = int(facts.mask_token or 0)
-        self.max_k = max(1, min(KIND.max_k, facts.max_draft))
-        """One block: block_size - 1 tokens after `last`."""
-        self.label = f"{KIND.label} {model.path.name}"
+        kind = KINDS[self.source]
+        self.max_k = max(1, min(kind.max_k, facts.max_draft))
+        """One block: block_size - 1 tokens after `last` (DSpark's anchor-first block: block_size)."""
+        self.label = f"{kind.label} {model.path.name}"
         self.follow(target)
 
     # ----- following the target --------------------------------------------------------------
@@ -100,29 +101,52 @@ class DFlashDrafter(TargetFollower[np.ndarray]):
     def prefill(self, context: Sequence[int]) -> None:
         self._inject(len(context))
 
+    first_row = 1
+    """The block row that drafts the token at n + 1 (DFlash: row 0 is `last` itself)."""
+    block_output = "all"
+    """Which block rows output logits (DFlash2 reads its lattice from the hidden rows instead)."""
+
     def propose(self, context: Sequence[int], budget: Budget, cfg: SamplingConfig,
                 rng: np.random.Generator) -> Proposal:
-        proposal = Proposal(source=SOURCE)
-        k = min(budget.k(SOURCE), self.max_k, self.head.n_batch - 1)
+        proposal = Proposal(source=self.source)
+        k = self.decode_block(context, budget, proposal)
+        if k > 0:
+            self.read_block(proposal, k, context, budget, cfg, rng)
+        return proposal
+
+    def decode_block(self, context: Sequence[int], budget: Budget, proposal: Proposal) -> int:
+        """Inject what is queued and decode the block [last, MASK, ...] at n = len(context) - 1:
+        `first_row` + k entries; return k, the tokens the block may draft (0: no block)."""
+        k = min(budget.k(self.source), self.max_k, self.head.n_batch - self.first_row)
         n = len(context) - 1  # the position of `last`, which the target has not decoded
         if k <= 0 or len(self.target.cached) < n:
-            return proposal
-        p_min = budget.p_min(SOURCE)
+            return 0
         proposal.caught_up = self.catch_up(n)
         proposal.work = self._inject(n)
         self.head.drop_from(n)  # the previous block
-        block = [(n + i, self.mask if i else context[-1], None) for i in range(k + 1)]
-        self.head.decode(block, output="all")
+        block = [(n + i, self.mask if i else context[-1], None) for i in range(self.first_row + k)]
+        self.head.decode(block, output=self.block_output)
         proposal.work += 1
         self.head_passes += 1
-        for i in range(1, k + 1):
-            token, dist, confidence = choose(self.head.logits(i), cfg, rng, p_min)
+        return k
+
+    def read_block(self, proposal: Proposal, k: int, context: Sequence[int], budget: Budget,
+                   cfg: SamplingConfig, rng: np.random.Generator) -> None:
+        """Draft up to k tokens from the decoded block, row by row, while the head is sure enough."""
+        p_min = budget.p_min(self.source)
+        for i in range(self.first_row, self.first_row + k):
+            token, dist, confidence = self.choose_row(i, [context[-1], *proposal.tokens], cfg, rng, p_min)
             if confidence < p_min:
                 break  # unsure: a likely rejection costs more than it saves
             proposal.add(token, dist, confidence)
             if self.draft_ends(proposal, k, budget, context):
                 break
-        return proposal
+
+    def choose_row(self, i: int, previous: Sequence[int], cfg: SamplingConfig, rng: np.random.Generator,
+                   p_min: float) -> tuple[int, Dist | None, float]:
+        """Block row i's token, the q it was drawn from and the head's confidence in it; `previous`:
+        `last` and the tokens drafted before it (DFlash's rows read no previous token)."""
+        return choose(self.head.logits(i), cfg, rng, p_min)
 
     def reset(self) -> None:
         self.queue.clear()
@@ -154,14 +178,16 @@ def build_head(spec: DrafterSpec, ctx: BuildContext, *, lattice: bool = False,
                ) -> tuple[LlamaModel, FeatureHeadContext, FeatureTaps, HeadFacts]:
     """The head's model (checked against the target), its context and the target's taps, which
     every DFlash kind (dflash, dspark, dflash2) drafts with; `lattice`: DFlash2's selector output
-    (every row's `t_h_nextn`, unmasked, speculative.cpp:1077)."""
+    (every row's `t_h_nextn`, unmasked, speculative.cpp:1077). A DSpark confidence head's output
+    is `t_h_nextn` of the output rows (dflash.cpp:381-387), so such a head's context keeps it."""
     target = ctx.target
     model, facts = load_head(spec, ctx)
     head = None
     try:
         head = FeatureHeadContext(model.model_handle, target.context_handle, n_ctx=target.n_ctx,
                                   n_batch=target.n_batch, n_threads=ctx.n_threads or os.cpu_count() or 1,
-                                  name=model.path.name, causal=facts.causal, hidden=lattice)
+                                  name=model.path.name, causal=facts.causal,
+                                  hidden=lattice or facts.confidence_head)
         if lattice:
             head.unmask_hidden()
         width = facts.n_embd  # a DFlash head is as wide as the target (heads.misfit)

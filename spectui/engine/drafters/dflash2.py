@@ -35,15 +35,14 @@ from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters.base import Budget, Proposal
 from spectui.engine.drafters.dflash import DFlashDrafter, build_head
 from spectui.engine.drafters.feature_head import FeatureHeadContext, not_this_head
-from spectui.engine.drafters.kinds import KINDS
 from spectui.engine.drafters.model import choose
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
 from spectui.engine.drafters.taps import FeatureTaps
 from spectui.engine.heads import HeadFacts
 from spectui.engine.model import LlamaModel
+from spectui.engine.sampling import Dist
 
 SOURCE = "dflash2"
-KIND = KINDS[SOURCE]
 
 
 def lattice_logits(row: np.ndarray, top_k: int, predecessor: int, n_vocab: int) -> tuple[np.ndarray, np.ndarray]:
@@ -65,34 +64,23 @@ class DFlash2Drafter(DFlashDrafter):
                  facts: HeadFacts) -> None:
         super().__init__(target, model, head, taps, facts)
         self.top_k = facts.selector_top_k
-        self.label = f"{KIND.label} {model.path.name}"
+        self._lattice = np.zeros((0, 0), dtype=np.float32)
+        """The last block's lattice rows (`lattice_logits`)."""
 
-    def propose(self, context: Sequence[int], budget: Budget, cfg: SamplingConfig,
-                rng: np.random.Generator) -> Proposal:
-        proposal = Proposal(source=SOURCE)
-        k = min(budget.k(SOURCE), self.max_k, self.head.n_batch - 1)
-        n = len(context) - 1
-        if k <= 0 or len(self.target.cached) < n:
-            return proposal
-        p_min = budget.p_min(SOURCE)
-        proposal.caught_up = self.catch_up(n)
-        proposal.work = self._inject(n)
-        self.head.drop_from(n)
-        self.head.decode([(n + i, self.mask if i else context[-1], None) for i in range(k + 1)], output="none")
-        proposal.work += 1
-        self.head_passes += 1
-        lattice = self.head.hidden(k + 1)
-        predecessor = 0  # row 1's scores follow the anchor, the same under every index
-        for i in range(1, k + 1):
-            candidates, logits = lattice_logits(lattice[i], self.top_k, predecessor, self.head.n_vocab)
-            token, dist, confidence = choose(logits, cfg, rng, p_min)
-            if confidence < p_min:
-                break
-            proposal.add(token, dist, confidence)
-            predecessor = int(np.flatnonzero(candidates == token)[0])
-            if self.draft_ends(proposal, k, budget, context):
-                break
-        return proposal
+    block_output = "none"  # the lattice is in the hidden rows (read unmasked), no logits
+
+    def read_block(self, proposal: Proposal, k: int, context: Sequence[int], budget: Budget,
+                   cfg: SamplingConfig, rng: np.random.Generator) -> None:
+        self._lattice = self.head.hidden(self.first_row + k)
+        super().read_block(proposal, k, context, budget, cfg, rng)
+
+    def choose_row(self, i: int, previous: Sequence[int], cfg: SamplingConfig, rng: np.random.Generator,
+                   p_min: float) -> tuple[int, Dist | None, float]:
+        """Row i's candidates scored after the one drafted at row i - 1 (row 1: after the anchor,
+        the same scores under every index)."""
+        predecessor = 0 if i == 1 else int(np.flatnonzero(self._lattice[i - 1][: self.top_k] == previous[-1])[0])
+        return choose(lattice_logits(self._lattice[i], self.top_k, predecessor, self.head.n_vocab)[1], cfg, rng,
+                      p_min)
 
 
 # ----- what the registry asks of this kind ------------------------------------------------------

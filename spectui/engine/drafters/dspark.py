@@ -23,9 +23,16 @@ correcting (drawing from row_i after a non-argmax d_{i-1}) would also be exact b
 for a token it did not draft; the correction costs one n_vocab x rank product per such row, on the
 weights read once from the GGUF (`MarkovHead`).
 
-The confidence head (`conf_proj`) is not read: spectui's p_min is the head's own top probability,
-as for DFlash. Everything else (following the target, injecting its features, rollback) is
-DFlash's (`dflash.DFlashDrafter`).
+**Confidence.** A head with a confidence head (`conf_proj`: dflash.cpp:305, 369-387) outputs, per
+row, sigmoid(conf_proj . [the row's pre-norm state; W1[prev]] + b), trained to predict that row's
+acceptance, in every column of the row's `t_h_nextn`; llama.cpp stops a draft at the first row
+below p_min (speculative.cpp:1212-1220). At T = 0 spectui takes it as the draft's confidence, so
+p_min stops where llama.cpp's would and K = auto calibrates it like any confidence; without one,
+confidence is the row's top probability, as for DFlash. When sampling, confidence is 1.0 as for
+every network drafter (`model.choose`): the head scores the greedy chain, not a sampled one.
+
+Everything else (the block, following the target, injecting its features, rollback) is DFlash's
+(`dflash.DFlashDrafter`).
 """
 
 from __future__ import annotations
@@ -39,16 +46,15 @@ from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters.base import Budget, Proposal
 from spectui.engine.drafters.dflash import DFlashDrafter, build_head
 from spectui.engine.drafters.feature_head import FeatureHeadContext, not_this_head
-from spectui.engine.drafters.kinds import KINDS
-from spectui.engine.drafters.model import choose
+from spectui.engine.drafters.model import NOTHING_ALLOWED, choose
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
 from spectui.engine.drafters.taps import FeatureTaps
 from spectui.engine.heads import HeadFacts
 from spectui.engine.model import LlamaModel
+from spectui.engine.sampling import Dist
 from spectui.errors import ModelLoadError
 
 SOURCE = "dspark"
-KIND = KINDS[SOURCE]
 
 
 def _dequantize(tensor: object, row: int | None = None) -> np.ndarray:
@@ -129,38 +135,29 @@ class DSparkDrafter(DFlashDrafter):
                  facts: HeadFacts, markov: MarkovHead) -> None:
         super().__init__(target, model, head, taps, facts)
         self.markov = markov
-        self.anchor_first = facts.sample_from_anchor
-        self.max_k = max(1, min(KIND.max_k, facts.max_draft))
-        self.label = f"{KIND.label} {self.model.path.name}"
+        self.first_row = 0 if facts.sample_from_anchor else 1  # anchor-first: row 0 drafts the token at n + 1
+        self.confidence_head = facts.confidence_head
+        self._confidence = np.zeros(0, dtype=np.float32)
+        """The last block's confidence per row, from the confidence head."""
 
-    def propose(self, context: Sequence[int], budget: Budget, cfg: SamplingConfig,
-                rng: np.random.Generator) -> Proposal:
-        proposal = Proposal(source=SOURCE)
-        first = 0 if self.anchor_first else 1  # the row that drafts the token at n + 1
-        k = min(budget.k(SOURCE), self.max_k, self.head.n_batch - first)
-        n = len(context) - 1  # the position of `last`, which the target has not decoded
-        if k <= 0 or len(self.target.cached) < n:
-            return proposal
-        p_min = budget.p_min(SOURCE)
-        proposal.caught_up = self.catch_up(n)
-        proposal.work = self._inject(n)
-        self.head.drop_from(n)  # the previous block
-        self.head.decode([(n + i, self.mask if i else context[-1], None) for i in range(first + k)], output="all")
-        proposal.work += 1
-        self.head_passes += 1
-        chained = drafted = context[-1]
-        for i in range(first, first + k):
-            row = self.head.logits(i)
-            logits = row if drafted == chained else row + self.markov.shift(chained, drafted)
-            chained = int(np.argmax(row))  # what the graph chains the next row on
-            token, dist, confidence = choose(logits, cfg, rng, p_min)
-            if confidence < p_min:
-                break
-            proposal.add(token, dist, confidence)
-            drafted = token
-            if self.draft_ends(proposal, k, budget, context):
-                break
-        return proposal
+    def read_block(self, proposal: Proposal, k: int, context: Sequence[int], budget: Budget,
+                   cfg: SamplingConfig, rng: np.random.Generator) -> None:
+        if self.confidence_head:
+            self._confidence = self.head.hidden(self.first_row + k)[:, 0]
+        super().read_block(proposal, k, context, budget, cfg, rng)
+
+    def choose_row(self, i: int, previous: Sequence[int], cfg: SamplingConfig, rng: np.random.Generator,
+                   p_min: float) -> tuple[int, Dist | None, float]:
+        """Row i chained on the token drafted before it: the graph chained it on the previous
+        row's argmax (the anchor for the first drafting row), so a different token shifts it."""
+        row = self.head.logits(i)
+        chained = previous[0] if i == self.first_row else int(np.argmax(self.head.logits(i - 1)))
+        drafted = previous[-1]
+        logits = row if drafted == chained else row + self.markov.shift(chained, drafted)
+        if not (self.confidence_head and cfg.greedy):
+            return choose(logits, cfg, rng, p_min)
+        token, dist, confidence = choose(logits, cfg, rng, 0.0)  # the head's own confidence instead
+        return token, dist, confidence if confidence == NOTHING_ALLOWED else float(self._confidence[i])
 
 
 # ----- what the registry asks of this kind ------------------------------------------------------
