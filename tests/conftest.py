@@ -11,6 +11,15 @@ import tiny_gguf
 from hub_server import DRAFT_REPO, TARGET_REPO, FakeHub, pair_toml, write_catalog
 
 
+@pytest.fixture(scope="session", autouse=True)
+def small_first_demo() -> Iterator[None]:
+    """A bare start opens the small chat demo in every test (and every `spectui` a test starts):
+    the shipped first start, demo-wide, builds 3.7 GB. Tests of that choice remove the variable."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPECTUI_FIRST_DEMO", "demo")
+        yield
+
+
 @pytest.fixture(scope="session")
 def tiny_pair(tmp_path_factory: pytest.TempPathFactory) -> tiny_gguf.TinyPair:
     """A 4-layer target and a 1-layer draft sharing its embeddings, head and first layer."""

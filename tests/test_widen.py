@@ -194,15 +194,27 @@ def test_the_build_script_widens_any_llama_gguf_by_the_factor_asked(tiny_source:
 
 def test_a_first_start_opens_the_wide_pair_only_where_there_is_room_for_it(
         spectui_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """FIRST_START (the lead's choice of what a bare `spectui` opens) set to demo-wide: it is
-    chosen when it fits on the disk; a disk without room for its 3.7 GB gets the small chat demo,
-    and asking for demo-wide there says why in one line instead of filling the disk."""
+    """A bare `spectui` opens demo-wide (its first reply shows a real pair's speed-up) when it
+    fits on the disk and in memory; a disk without room for its 3.7 GB, or a machine whose memory
+    would not hold it, gets the small chat demo; asking for demo-wide where the disk has no room
+    says why in one line instead of filling the disk. SPECTUI_FIRST_DEMO names another; a name
+    that is no built-in pair is one line too."""
     import shutil
     from collections import namedtuple
 
+    monkeypatch.delenv(demo.FIRST_START_ENV)
     monkeypatch.setattr(demo.DemoRecipe, "available", lambda self: True)
-    monkeypatch.setattr(demo, "FIRST_START", demo.WIDE.name)
     assert demo.default() is demo.WIDE
+    monkeypatch.setattr(demo, "memory_bytes", lambda: 4 * 10**9)
+    assert demo.default() is demo.CHAT  # 4 GB of memory for 3.7 GB of models: it would swap
+    monkeypatch.setattr(demo, "memory_bytes", lambda: 16 * 10**9)
+    assert demo.default() is demo.WIDE
+    monkeypatch.setenv(demo.FIRST_START_ENV, "demo-base")
+    assert demo.default() is demo.BASE
+    monkeypatch.setenv(demo.FIRST_START_ENV, "qwen")
+    with pytest.raises(CatalogError, match=r"^SPECTUI_FIRST_DEMO: qwen is not a built-in demo pair"):
+        demo.default()
+    monkeypatch.delenv(demo.FIRST_START_ENV)
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**12, 10**12 - 2 * 10**9, 2 * 10**9))
     assert demo.default() is demo.CHAT

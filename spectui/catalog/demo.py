@@ -152,12 +152,25 @@ everything, as no real pair does); requantized to 4 bits from the package's Q4_1
 RECIPES: dict[str, DemoRecipe] = {recipe.name: recipe for recipe in (CHAT, BASE, WIDE)}
 """The built-in pairs, best default first (a chat model answers a first question)."""
 
-FIRST_START = CHAT.name
-"""The pair a bare `spectui` opens when nothing is pulled: `demo` (built in ~5 s, 0.7 GB; its
-first reply 0.9-1.1x speculation off at the default sampling) or `demo-wide` (3.7 GB and ~22 s of
-CPU to build, more on a busy disk; its first reply ~2.5x: docs/BENCHMARKS.md, "A real pair's
-cost"). `default()` takes FIRST_START when it is built or installable with room on disk, else
-the next in RECIPES' order."""
+FIRST_START = WIDE.name
+"""The pair a bare `spectui` opens when nothing is pulled: `demo-wide`, whose first reply shows
+what speculation does on a real pair's costs (~2.5x speculation off in the panel at the default
+sampling; `demo`'s 135M target is nearly as cheap as its draft: 0.9-1.2x), at the price of a
+first start that builds 3.7 GB in ~22 s of CPU (docs/BENCHMARKS.md, "A real pair's cost"). Where
+the disk or the memory has no room for it, `default()` takes the next in RECIPES' order (`demo`,
+0.7 GB in ~5 s). `SPECTUI_FIRST_DEMO` names another (the tests' choice: the small one)."""
+FIRST_START_ENV = "SPECTUI_FIRST_DEMO"
+
+
+def first_start() -> DemoRecipe:
+    """FIRST_START, or the built-in pair `SPECTUI_FIRST_DEMO` names (CatalogError if none)."""
+    named = os.environ.get(FIRST_START_ENV, "").strip()
+    if not named:
+        return RECIPES[FIRST_START]
+    try:
+        return recipe(named)
+    except CatalogError as error:
+        raise CatalogError(f"{FIRST_START_ENV}: {error}") from None
 
 
 def recipe(name: str) -> DemoRecipe:
@@ -174,10 +187,11 @@ def welcome(pair_name: str) -> str:
 
 
 def default() -> DemoRecipe | None:
-    """The demo pair a bare `spectui` opens when nothing is pulled: FIRST_START, then the others in
-    RECIPES' order, the first one built or installable (with room on disk for its files)."""
-    ordered = [RECIPES[FIRST_START], *(r for r in RECIPES.values() if r.name != FIRST_START)]
-    return next((r for r in ordered if r.is_built() or (r.available() and room_for(r))), None)
+    """The demo pair a bare `spectui` opens when nothing is pulled: `first_start()`, then the others
+    in RECIPES' order, the first one built or installable (with room for its files)."""
+    first = first_start()
+    ordered = [first, *(r for r in RECIPES.values() if r is not first)]
+    return next((r for r in ordered if r.is_built() or (r.available() and room_for(r) and runs_well(r))), None)
 
 
 def room_for(made: DemoRecipe) -> bool:
@@ -189,6 +203,21 @@ def room_for(made: DemoRecipe) -> bool:
     while not place.exists() and place != place.parent:
         place = place.parent
     return shutil.disk_usage(place).free > made.disk_bytes * 1.25
+
+
+def runs_well(made: DemoRecipe) -> bool:
+    """Whether this machine's memory holds `made` one and a half times over (every pass reads the
+    whole target: one that does not stay in memory is read from disk for every token). Only the
+    default's choice asks; a user who names the pair gets it."""
+    return made.disk_bytes == 0 or memory_bytes() > made.disk_bytes * 1.5
+
+
+def memory_bytes() -> int:
+    """This machine's physical memory (0 where the OS does not say: then only the small demos fit)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
 
 
 def _stderr(message: str) -> None:
