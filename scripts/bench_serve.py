@@ -44,7 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,8 +102,15 @@ class Reply:
 
 def ask(url: str, prompt: str, max_tokens: int, sampling: dict[str, object], **extra: object) -> Reply:
     """One streamed /v1/completions request, timed on this side."""
-    body = {"prompt": prompt, "max_tokens": max_tokens, "stream": True, "stream_options": {"include_usage": True},
-            **sampling, **extra}
+    return stream(url, "/v1/completions", {"prompt": prompt, "max_tokens": max_tokens, **sampling, **extra})
+
+
+def stream(url: str, route: str, body: dict[str, object]) -> Reply:
+    """One streamed request to `route` (/v1/completions or /v1/chat/completions), timed on this
+    side from sending it to each chunk that carries output (text, a chat delta's content or
+    reasoning, or a tool call's delta). `extra` keeps the text, the tool calls put together from
+    their deltas, the finish reason, the prompt's tokens and the server's draft counts."""
+    body = {**body, "stream": True, "stream_options": {"include_usage": True}}
     # made before the clock starts: a new httpx.Client costs ~20 ms (its TLS context), which is
     # not the server's; its connection (a localhost handshake) is made on the clock, as for any
     # client, and is never a kept-alive one the server may have closed meanwhile
@@ -111,24 +118,42 @@ def ask(url: str, prompt: str, max_tokens: int, sampling: dict[str, object], **e
     first = last = None
     usage: dict[str, object] = {}
     timings: dict[str, object] = {}
+    text: list[str] = []
+    calls: dict[int, dict[str, str]] = {}
+    finish = None
     start = time.perf_counter()
-    with http, http.stream("POST", f"{url}/v1/completions", json=body) as response:
-        response.raise_for_status()
+    with http, http.stream("POST", f"{url}{route}", json=body) as response:
+        if response.is_error:
+            response.read()
+            raise RuntimeError(f"{url}{route} answered {response.status_code}: {response.text[:300]}")
         for line in response.iter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
             chunk = json.loads(line[6:])
-            if chunk.get("choices") and chunk["choices"][0].get("text"):
+            choice = (chunk.get("choices") or [{}])[0]
+            delta = choice.get("delta") or {}
+            piece = choice.get("text") or delta.get("content") or delta.get("reasoning_content") or ""
+            if piece or delta.get("tool_calls"):
                 now = time.perf_counter()
                 first = first or now
                 last = now
+            text.append(piece)
+            for call in delta.get("tool_calls") or []:
+                into = calls.setdefault(int(call.get("index", 0)), {"id": "", "name": "", "arguments": ""})
+                function = call.get("function") or {}
+                into["id"] = call.get("id") or into["id"]
+                into["name"] += function.get("name") or ""
+                into["arguments"] += function.get("arguments") or ""
+            finish = choice.get("finish_reason") or finish
             usage = chunk.get("usage") or usage
             timings = chunk.get("timings") or timings
     if first is None or last is None:
         raise RuntimeError(f"{url} sent no text")
     tokens = int(usage.get("completion_tokens", 0))
     return Reply(tokens, first - start, last - first, timings.get("predicted_per_second"),
-                 {"draft_n": timings.get("draft_n"), "draft_n_accepted": timings.get("draft_n_accepted")})
+                 {"draft_n": timings.get("draft_n"), "draft_n_accepted": timings.get("draft_n_accepted"),
+                  "text": "".join(text), "tool_calls": [calls[i] for i in sorted(calls)], "finish_reason": finish,
+                  "prompt_tokens": usage.get("prompt_tokens"), "seconds": last - start})
 
 
 def wait_ready(url: str, process: subprocess.Popen, seconds: float = 600) -> None:
@@ -146,9 +171,12 @@ def wait_ready(url: str, process: subprocess.Popen, seconds: float = 600) -> Non
 
 
 @contextmanager
-def running(command: list[str], url: str, log: Path) -> Iterator[str]:
+def running(command: list[str], url: str, log: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """The server `command` started (with `env` added to this process's environment), until ready;
+    stopped with Ctrl+C on leaving."""
     with log.open("w") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                   env={**os.environ, **env} if env else None)
         try:
             wait_ready(url, process)
             yield url
@@ -177,10 +205,12 @@ def free_port() -> int:
             return port
 
 
-def spectui_server(setup: Setup) -> tuple[list[str], str]:
+def spectui_server(setup: Setup, flags: Sequence[str] = ()) -> tuple[list[str], str]:
+    """`spectui serve` on the pair with `flags` added (`--drafter none`: no draft loaded)."""
     port = free_port()
-    command = [sys.executable, "-m", "spectui", "serve", "--target", str(setup.target), "--draft", str(setup.draft),
-               "--port", str(port), "--threads", str(setup.threads), "--ctx", "4096"]
+    draft = [] if "none" in flags else ["--draft", str(setup.draft)]
+    command = [sys.executable, "-m", "spectui", "serve", "--target", str(setup.target), *draft,
+               "--port", str(port), "--threads", str(setup.threads), "--ctx", "4096", *flags]
     return command, f"http://127.0.0.1:{port}"
 
 
@@ -360,13 +390,15 @@ def report(results: dict[str, object]) -> None:
     print(f"\nmachine: {os.cpu_count()} cores; others' load during the run is not controlled: run it on a quiet one")
 
 
-def rendered(target: Path, text: str) -> str:
-    """`text` as one user turn in the target's chat template (a base model's: the text itself)."""
+def rendered(target: Path, text: str | Sequence[tuple[str, str]]) -> str:
+    """`text` as one user turn (or these (role, content) turns) in the target's chat template (a
+    base model's: the text itself)."""
     from spectui.chat.template import ChatFormat, ChatMessage
     from spectui.engine.model import LlamaModel
 
+    turns = [("user", text)] if isinstance(text, str) else text
     with LlamaModel.load(target, n_ctx=0, vocab_only=True) as model:
-        return ChatFormat.from_model(model).render([ChatMessage("user", text)])
+        return ChatFormat.from_model(model).render([ChatMessage(role, content) for role, content in turns])
 
 
 def main() -> int:
