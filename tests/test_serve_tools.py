@@ -209,3 +209,26 @@ def test_plain_chat_through_httpx_is_unchanged_by_tools_code(plain_server) -> No
     with plain_server.http() as http:
         answer = http.post("/v1/chat/completions", json={"messages": QUESTION, "max_tokens": 4, "tool_choice": "none"})
     assert answer.status_code == 200 and "tool_calls" not in answer.json()["choices"][0]["message"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_call_cut_by_max_tokens_finishes_as_length_as_llama_server(tool_server, stream) -> None:
+    """llama-server's finish_reason is `length` whenever a reply hit its limit, a call or not
+    (server-task.cpp): an agent told `tool_calls` would run a call whose arguments were cut (seen
+    streamed with scripts/bench_agent.py)."""
+    fields = {"tools": [WEATHER], "tool_choice": "required", "parallel_tool_calls": False, "temperature": 0}
+    whole = ask(tool_server, QUESTION, **fields)
+    assert whole.choices[0].finish_reason == "tool_calls"
+    cut = whole.usage.completion_tokens - 6  # past the name, inside the arguments
+    if not stream:
+        reply = ask(tool_server, QUESTION, max_tokens=cut, **fields)
+        assert reply.choices[0].finish_reason == "length" and reply.usage.completion_tokens == cut
+        return
+    chunks = list(tool_server.client().chat.completions.create(
+        model="tiny", messages=QUESTION, max_tokens=cut, stream=True, **fields))
+    deltas = [d for c in chunks if c.choices and c.choices[0].delta.tool_calls for d in c.choices[0].delta.tool_calls]
+    assert deltas and deltas[0].function.name == "get_weather"  # the call had begun
+    arguments = "".join(d.function.arguments or "" for d in deltas)
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(arguments)
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"

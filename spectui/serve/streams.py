@@ -77,7 +77,7 @@ def whole_response(completion: responses.Completion, done: ReplyDone, pieces: li
             if parsed.calls:
                 message["content"] = parsed.content or None
                 message["tool_calls"] = tools.openai_calls(parsed.calls)
-                finish = "tool_calls"
+                finish = "tool_calls" if finish != "length" else finish  # a later call was cut
         if done.reasoning:
             message["reasoning_content"] = done.reasoning
         choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish,
@@ -179,7 +179,9 @@ class ChatChunks:
         for kind, stream in self.tools.items():
             content, deltas = stream.finish()
             out.extend(self._tool_chunks("reasoning_content" if kind == "thinking" else "content", content, deltas, []))
-        finish = "tool_calls" if self.calls else None
+        # llama-server's rule: a reply that hit its limit ends as `length`, a call begun or not
+        cut = responses.finish_reason(done.figures) == "length"
+        finish = "tool_calls" if self.calls and not cut else None
         return out + closing(self.completion, done, left, include_usage, finish=finish)
 
 

@@ -14,7 +14,8 @@ work: the grammar for a required call (`tool_grammar`) and the control tokens th
 
 `parallel_tool_calls` (default true) lets a constrained reply hold more than one call. A streamed
 call goes out as OpenAI streams it: a first delta with its index, id, type and name (arguments
-empty), then its arguments; the last chunk's finish_reason is `tool_calls`.
+empty), then its arguments; the last chunk's finish_reason is `tool_calls` (`length` for a reply cut
+by max_tokens or the context, as llama-server says).
 """
 
 from __future__ import annotations
