@@ -210,14 +210,14 @@ def spectui_server(setup: Setup, flags: Sequence[str] = ()) -> tuple[list[str], 
     port = free_port()
     draft = [] if "none" in flags else ["--draft", str(setup.draft)]
     command = [sys.executable, "-m", "spectui", "serve", "--target", str(setup.target), *draft,
-               "--port", str(port), "--threads", str(setup.threads), "--ctx", "4096", *flags]
+               "--port", str(port), "--threads", str(setup.threads), "--ctx", str(setup.ctx), *flags]
     return command, f"http://127.0.0.1:{port}"
 
 
 def llama_server(setup: Setup, flags: list[str]) -> tuple[list[str], str]:
     port = free_port()
     command = [str(setup.llama_server), "-m", str(setup.target), "--port", str(port), "-t", str(setup.threads),
-               "-tb", str(setup.threads), "-c", "4096", "-np", "1", "--no-webui"]
+               "-tb", str(setup.threads), "-c", str(setup.ctx), "-np", "1", "--no-webui"]
     if flags:
         command += ["--model-draft", str(setup.draft), *flags]
     return command, f"http://127.0.0.1:{port}"
@@ -236,6 +236,8 @@ class Setup:
     prompts: dict[str, str]
     llama_server: Path | None
     llama_configs: dict[str, list[str]]
+    ctx: int = 4096
+    """Each server's context, in tokens."""
 
 
 def in_process(setup: Setup):  # type: ignore[no-untyped-def]
@@ -246,7 +248,7 @@ def in_process(setup: Setup):  # type: ignore[no-untyped-def]
     from spectui.session import baseline
 
     # the drafters `spectui serve --target T --draft D` runs: auto (model+suffix)
-    gen = load_generator(setup.target, DrafterSpec(AUTO_KIND, setup.draft), n_ctx=4096, n_threads=setup.threads)
+    gen = load_generator(setup.target, DrafterSpec(AUTO_KIND, setup.draft), n_ctx=setup.ctx, n_threads=setup.threads)
     gen_format = ChatFormat.from_model(gen.target, "chat")
     prompt = gen.target.tokenize(baseline.COMPLETION_PROMPT)
     baseline.calibrate(gen, prompt, lambda: False, tokens=8)  # what `spectui serve` does before listening
@@ -401,12 +403,37 @@ def rendered(target: Path, text: str | Sequence[tuple[str, str]]) -> str:
         return ChatFormat.from_model(model).render([ChatMessage(role, content) for role, content in turns])
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_pair_arguments(parser: argparse.ArgumentParser, tiny: str) -> None:
+    """--pair, --target, --draft and --tiny (`tiny`: what it runs)."""
     parser.add_argument("--pair", default="demo", help="a built-in demo pair: demo (chat, default) or demo-base")
     parser.add_argument("--target", type=Path, help="another target GGUF (default: the demo pair's)")
     parser.add_argument("--draft", type=Path, help="its draft GGUF (with --target)")
-    parser.add_argument("--tiny", action="store_true", help="the tiny test pair, 32 tokens, 1 round: checks the script")
+    parser.add_argument("--tiny", action="store_true", help=f"the tiny test pair, {tiny}: checks the script")
+
+
+def pair_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[Path, Path]:
+    """The target and draft the arguments name (the demo pair is built first if it is not there)."""
+    if args.target:
+        if args.draft is None:
+            parser.error("--target needs --draft")
+        return args.target, args.draft
+    if args.tiny:
+        return tiny_pair()
+    from spectui.catalog.demo import ensure_demo_pair
+
+    pair = ensure_demo_pair(args.pair)
+    return pair.target, pair.draft
+
+
+def write_results(results: dict[str, object], out: Path | None) -> None:
+    if out:
+        out.write_text(json.dumps(results, indent=2))
+        print(f"results written to {out}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_pair_arguments(parser, "32 tokens, 1 round")
     parser.add_argument("--part", choices=("overhead", "llama", "all"), default="all")
     parser.add_argument("--repeat", type=int, default=None, help="rounds (default 3; --tiny 1)")
     parser.add_argument("--max-tokens", type=int, default=None, help="tokens per reply (default 256; --tiny 32)")
@@ -418,17 +445,7 @@ def main() -> int:
                         help="only these llama-server settings (repeatable; default: all)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args()
-    if args.target:
-        if args.draft is None:
-            parser.error("--target needs --draft")
-        target, draft = args.target, args.draft
-    elif args.tiny:
-        target, draft = tiny_pair()
-    else:
-        from spectui.catalog.demo import ensure_demo_pair
-
-        pair = ensure_demo_pair(args.pair)
-        target, draft = pair.target, pair.draft
+    target, draft = pair_files(parser, args)
     llama = args.llama_server or default_llama_bin("llama-server")
     if args.part in ("llama", "all") and llama is None:
         parser.error("no llama-server found: run scripts/build_llama_cpp.sh or pass --llama-server")
@@ -446,9 +463,7 @@ def main() -> int:
     if args.part in ("llama", "all"):
         results["llama"] = versus_llama(setup, logs)
     report(results)
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=2))
-        print(f"results written to {args.out}")
+    write_results(results, args.out)
     return 0
 
 
