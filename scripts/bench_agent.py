@@ -147,13 +147,25 @@ def complete(arguments: str) -> bool:
         return False
 
 
+def ask_workload(workload: str, url: str, route: str, prompt: str, setup: Setup, args: argparse.Namespace,
+                 sampling: dict[str, object]) -> dict[str, Reply]:
+    """One server's replies to one workload, by row name."""
+    if workload == "edit":
+        return {"edit": edit(url, route, args.file, prompt, setup.max_tokens, sampling)}
+    loop = tool_loop(url, args.tools, args.call_tokens, args.answer_tokens, sampling)
+    if len(loop) == 2:
+        loop[1].extra["loop_seconds"] = sum(float(r.extra["seconds"]) for r in loop)
+    return dict(zip(("tool-call", "tool-answer"), loop, strict=False))
+
+
 def rounds(setup: Setup, args: argparse.Namespace, logs: Path) -> tuple[list[dict[str, object]], str]:
     rows: list[dict[str, object]] = []
     route = args.edit_route
     messages = edit_messages(args.file)
     prompt = rendered(setup.target, [(str(m["role"]), str(m["content"])) for m in messages])
     for round_no in range(1, setup.repeat + 1):
-        for label, sampling in (("T=0", {"temperature": 0}), ("T=0.8", {**SAMPLED, "seed": round_no})):
+        temperatures = {"T=0": {"temperature": 0}, "T=0.8": {**SAMPLED, "seed": round_no}}
+        for label, sampling in ((f"T={t}", temperatures[f"T={t}"]) for t in args.temperature):
             servers = {f"spectui {name}": spectui_server(setup, flags) for name, flags in args.spectui.items()}
             servers |= {f"llama {name}": llama_server(setup, flags) for name, flags in setup.llama_configs.items()}
             with ExitStack() as stack:
@@ -168,17 +180,16 @@ def rounds(setup: Setup, args: argparse.Namespace, logs: Path) -> tuple[list[dic
                     llama = next((url for name, (_c, url) in servers.items() if name.startswith("llama")), None)
                     route = edit_route(llama, messages, prompt)
                     print(f"the edit goes to {route} on both servers", file=sys.stderr)
-                order = list(servers.items())
+                order = list(servers.items())[::1 if round_no % 2 else -1]
                 for workload in args.workload:
-                    order.reverse()  # who goes first alternates
+                    order.reverse()  # who goes first alternates, by workload and by round
                     for name, (_command, url) in order:
-                        if workload == "edit":
-                            replies = {"edit": edit(url, route, args.file, prompt, setup.max_tokens, sampling)}
-                        else:
-                            loop = tool_loop(url, args.tools, args.call_tokens, args.answer_tokens, sampling)
-                            replies = dict(zip(("tool-call", "tool-answer"), loop, strict=False))
-                            if len(loop) == 2:
-                                loop[1].extra["loop_seconds"] = sum(float(r.extra["seconds"]) for r in loop)
+                        try:
+                            replies = ask_workload(workload, url, route, prompt, setup, args, sampling)
+                        except (RuntimeError, httpx.HTTPError) as error:  # one failed reply: the run goes on
+                            print(f"  {label:5} round {round_no} {workload:11} {name:40} failed: {error}",
+                                  file=sys.stderr)
+                            continue
                         for kind, reply in replies.items():
                             rows.append(row(label, round_no, name, kind, reply))
                             print(f"  {label:5} round {round_no} {kind:11} {name:40} {reply.tokens:5d} tok "
@@ -265,6 +276,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_pair_arguments(parser, "a 20-line file, few tokens, 1 round")
     parser.add_argument("--workload", action="append", choices=WORKLOADS, help="only these (repeatable; default both)")
+    parser.add_argument("--temperature", action="append", choices=("0", "0.8"),
+                        help="only these temperatures (repeatable; default both)")
     parser.add_argument("--repeat", type=int, default=None, help="rounds (default 3; --tiny 1)")
     parser.add_argument("--edit-tokens", type=int, default=None, help="the edit's most tokens (1400; --tiny 24)")
     parser.add_argument("--call-tokens", type=int, default=None, help="the call's most tokens (default 96; --tiny 120)")
@@ -287,6 +300,7 @@ def main() -> int:
         parser.error("no llama-server found: run scripts/build_llama_cpp.sh or pass --llama-server")
     chosen = args.llama_config or (["none", "ngram-mod,draft-simple n5 p0.75"] if args.tiny else list(AGENT_LLAMA))
     args.workload = args.workload or list(WORKLOADS)
+    args.temperature = args.temperature or ["0", "0.8"]
     args.spectui = {k: v for k, v in SPECTUI_CONFIGS.items() if k == "auto" or not args.no_spectui_off}
     args.call_tokens = args.call_tokens or (120 if args.tiny else 96)
     # the tiny pair's random weights: a file of 20 lines (its vocabulary spends a token per letter
