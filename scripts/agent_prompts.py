@@ -237,6 +237,11 @@ def tool_result(call: dict[str, str]) -> str:
     return json.dumps({"error": f"no tool named {call['name']}"})
 
 
+EXPECTED_CALL = {"id": "call_expected", "name": "run_tests", "arguments": json.dumps({"path": "tests/test_tasks.py"})}
+"""The call the question asks for: the answer's history when a server wrote no whole call (seen
+on llama-server: a small model's `required` call came back as plain text, issue #38)."""
+
+
 def answer_messages(call: dict[str, str], call_id: str) -> list[dict[str, object]]:
     """The tool loop's second request: the question, the model's call, the tool's result."""
     assistant = {"role": "assistant", "content": None, "tool_calls": [
