@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import hashlib
 import json
 import os
 import re
@@ -98,14 +99,16 @@ GOALS = {"vs_off": 3.0, "vs_llama": 1.5}
 
 def tool_ready(target: Path, work: Path) -> Path:
     """`target`, or where its template has no tool-call syntax a copy of it carrying Qwen 2.5's
-    template (made once in `work`, kept while it is newer than `target`)."""
+    template (made once in `work`, named after the target's path, size and time)."""
     from spectui.chat.tool_calls import tool_syntax
     from spectui.engine.gguf_file import read_metadata
 
     if tool_syntax(str(read_metadata(target).get("tokenizer.chat_template") or "")) is not None:
         return target
-    copy = work / f"{target.stem}-qwen25-template.gguf"
-    if copy.exists() and copy.stat().st_mtime >= target.stat().st_mtime:
+    made = target.stat()
+    key = hashlib.sha256(f"{target.resolve()} {made.st_size} {made.st_mtime_ns}".encode()).hexdigest()[:12]
+    copy = work / f"{target.stem}-{key}-qwen25-template.gguf"
+    if copy.exists():
         return copy
     work.mkdir(parents=True, exist_ok=True)
     partial = copy.with_suffix(".partial")
@@ -193,7 +196,7 @@ def rounds(setup: Setup, args: argparse.Namespace, logs: Path) -> tuple[list[dic
                 if route == "auto":
                     llama = next((url for name, (_c, url) in servers.items() if name.startswith("llama")), None)
                     route = edit_route(llama, messages, prompt)
-                    print(f"the edit goes to {route} on both servers", file=sys.stderr)
+                    print(f"the edit goes to {route}" + (" on both servers" if llama else ""), file=sys.stderr)
                 order = list(servers.items())[::1 if round_no % 2 else -1]
                 for workload in args.workload:
                     order.reverse()  # who goes first alternates, by workload and by round
@@ -283,7 +286,8 @@ def report(results: dict[str, object]) -> None:
             print("the servers' prompt_tokens differ: " + ", ".join(
                 f"{name} {e['prompt_tokens']}" for name, e in entry["servers"].items()))
     edit = summary.get("T=0 edit")
-    if edit and "spectui auto" in edit["servers"]:
+    if edit and "spectui auto" in edit["servers"] and edit["servers"]["spectui auto"]["vs_off"] is not None \
+            and edit["spectui_vs_best_llama"] is not None:
         vs_off, vs_llama = edit["servers"]["spectui auto"]["vs_off"], edit["spectui_vs_best_llama"]
         print(f"\ngoal (the edit at T 0, on the widened pair): >= {GOALS['vs_off']}x off: {vs_off}x; "
               f">= {GOALS['vs_llama']}x llama-server's best: {vs_llama}x")
@@ -306,17 +310,19 @@ def main() -> int:
     parser.add_argument("--llama-config", action="append", choices=sorted(AGENT_LLAMA),
                         help="only these llama-server settings (repeatable; default: all; --tiny: none and one)")
     parser.add_argument("--no-spectui-off", action="store_true", help="leave out spectui with speculation off")
+    parser.add_argument("--no-llama", action="store_true", help="spectui serve only (no llama-server needed)")
     parser.add_argument("--edit-route", choices=("auto", CHAT, "/v1/completions"), default="auto",
                         help="where the edit goes (default: chat, unless llama-server renders it otherwise)")
-    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "spectui-bench-agent",
-                        help="where a copy of the target with a tool-call template is kept")
+    parser.add_argument("--work", type=Path, default=None, help="where a copy of the target with a tool-call "
+                        "template is kept (default: $TMPDIR/spectui-bench-agent; --tiny: beside the tiny pair)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args()
     target, draft = pair_files(parser, args)
     llama = args.llama_server or default_llama_bin("llama-server")
-    if llama is None:
-        parser.error("no llama-server found: run scripts/build_llama_cpp.sh or pass --llama-server")
+    if llama is None and not args.no_llama:
+        parser.error("no llama-server found: run scripts/build_llama_cpp.sh, pass --llama-server or --no-llama")
     chosen = args.llama_config or (["none", "ngram-mod,draft-simple n5 p0.75"] if args.tiny else list(AGENT_LLAMA))
+    chosen = [] if args.no_llama else chosen
     args.workload = args.workload or list(WORKLOADS)
     args.temperature = args.temperature or ["0", "0.8"]
     args.spectui = {k: v for k, v in SPECTUI_CONFIGS.items() if k == "auto" or not args.no_spectui_off}
@@ -326,7 +332,8 @@ def main() -> int:
     args.file = "".join(FILE.splitlines(keepends=True)[:20]) if args.tiny else FILE
     args.tools = TINY_TOOLS if args.tiny else TOOLS
     args.answer_tokens = args.answer_tokens or (16 if args.tiny else 256)
-    served = tool_ready(target, args.work) if "tool" in args.workload else target
+    work = args.work or (target.parent if args.tiny else Path(tempfile.gettempdir()) / "spectui-bench-agent")
+    served = tool_ready(target, work) if "tool" in args.workload else target
     edit_tokens = args.edit_tokens or (24 if args.tiny else 1400)
     setup = Setup(served, draft, edit_tokens, args.repeat or (1 if args.tiny else 3), args.threads, {}, llama,
                   {name: AGENT_LLAMA[name] for name in chosen})

@@ -118,3 +118,18 @@ def run_script_fails(*args: str) -> str:
     done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "Traceback" not in done.stderr
     return done.stderr
+def test_bench_agent_runs_the_edit_and_a_whole_tool_loop_through_spectui_serve(tmp_path: Path):
+    """spectui's side of scripts/bench_agent.py (llama-server is not needed): the tiny target gets
+    a tool-call template in a copy, and its required call ends the loop with an answer."""
+    out = tmp_path / "agent.json"
+    run_script("scripts/bench_agent.py", "--tiny", "--no-llama", "--no-spectui-off", "--temperature", "0",
+               "--threads", "1", "--work", str(tmp_path), "--out", str(out))
+    result = json.loads(out.read_text())
+    rows = {row["workload"]: row for row in result["rows"]}
+    assert set(rows) == {"edit", "tool-call", "tool-answer"} and result["edit_route"] == "/v1/chat/completions"
+    assert rows["tool-call"]["called"] is True and rows["tool-call"]["finish_reason"] == "tool_calls"
+    [call] = rows["tool-call"]["tool_calls"]
+    assert call["name"] in ("run_tests", "read_file") and json.loads(call["arguments"])["path"]
+    assert rows["tool-answer"]["prompt_tokens"] > rows["tool-call"]["prompt_tokens"]  # the call and its result
+    assert all(row["tokens"] > 0 and row["server_tps"] > 0 for row in rows.values())
+    assert list(tmp_path.glob("target-*-qwen25-template.gguf"))
