@@ -118,6 +118,8 @@ def run_script_fails(*args: str) -> str:
     done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "Traceback" not in done.stderr
     return done.stderr
+
+
 def test_bench_agent_runs_the_edit_and_a_whole_tool_loop_through_spectui_serve(tmp_path: Path):
     """spectui's side of scripts/bench_agent.py (llama-server is not needed): the tiny target gets
     a tool-call template in a copy, and its required call ends the loop with an answer."""
