@@ -3,13 +3,10 @@ and the reply keys (Ctrl+R regenerates, the palette's "edit last message"), hand
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from spectui.chat.conversation import Conversation
-from spectui.engine.config import DraftControl
 from spectui.engine.drafters.spec import DrafterInfo
-from spectui.ui.chat_view import AssistantMessage, Comparison
 from spectui.ui.core import AppCore
 from spectui.ui.screens import ChatsScreen
 
@@ -72,18 +69,10 @@ class Controls(AppCore):
             return
         if not self.chat_pane.can_generate():
             return
-        self.replies.comparison = Comparison(original)
-        await self.log_view.add(self.replies.comparison)
-        self.replies.comparison.right.set_colouring(self.chat.colouring)
-        self.replies.comparison.left.set_colouring(self.chat.colouring)
-        messages = self.chat.conversation.prompt_messages(upto + 1)
-        self.chat_pane.begin_generation("compare", messages, DraftControl(0, enabled=False))
+        await self.chat_pane.start_comparison(original, self.chat.conversation.prompt_messages(upto + 1))
 
     def action_toggle_colours(self) -> None:
-        self.chat.colouring = not self.chat.colouring
-        for message in self.query(AssistantMessage):
-            message.set_colouring(self.chat.colouring)
-        self.panel.show_legend(self.chat.colouring)
+        self.panel.show_legend(self.chat_pane.toggle_colours())
 
     async def action_stop(self) -> None:
         """Escape: stop the reply; else cancel the queued message; else stop editing."""
@@ -94,33 +83,18 @@ class Controls(AppCore):
 
     def stop_reply(self) -> None:
         if self.replies.busy is not None:
-            self.replies.stop_requested.set()
-            self.set_status("stopping…", None)
+            self.chat_pane.stop_reply()
 
     async def action_new_chat(self) -> None:
-        await self.when_idle(self._new_chat)
+        await self.chat_pane.when_idle(self._new_chat)
 
     async def _new_chat(self) -> None:
-        self.chat_pane.cancel_edit()
-        self.chat.conversation = self.new_conversation()
-        await self.log_view.remove_children()
+        await self.chat_pane.start_chat(self.new_conversation())
         self.panel.start_chat()
         self.apply_chat_mode()
         self.refresh_settings()
         await self.show_examples()
         self.notify("new chat", timeout=2)
-
-    async def when_idle(self, callback: Callable[[], Awaitable[None]]) -> None:
-        """Run `callback` now, or (stopping the running reply) once it has ended.
-
-        A handler must not wait here for the reply to end: the messages that end it are
-        handled only after this handler returns.
-        """
-        if self.replies.busy is None:
-            await callback()
-            return
-        self.replies.after_idle = callback
-        self.stop_reply()
 
     def action_open_chats(self) -> None:
         self.push_screen(ChatsScreen(self.chat.store.list_chats()), self._open_chat)
@@ -133,7 +107,7 @@ class Controls(AppCore):
             self.chat_pane.cancel_edit()
             await self.show_conversation(Conversation.open(self.chat.store, chat_id, self.pair.options.chat_settings()))
 
-        await self.when_idle(reopen)
+        await self.chat_pane.when_idle(reopen)
 
     async def action_edit_last(self) -> None:
         """Put the last message sent back in the box; Enter resends it in place of the old turn."""
