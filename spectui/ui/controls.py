@@ -13,7 +13,8 @@ from spectui.ui.screens import ChatsScreen
 
 class Controls(AppCore):
     """The keys: K, speculation, drafter, comparison, colours, stop, chats. Every action runs on
-    the UI thread and never blocks; the speculation keys change `app.pair.draft_control` (in place)."""
+    the UI thread and never blocks, and changes state through its owner's methods: the speculation
+    keys the engine host's (the shared `DraftControl`, in place), the others the chat pane's."""
 
     if TYPE_CHECKING:  # the other parts' own, declared for the type checker only: at run time
         # nothing here may shadow them (the parts come before their owners in the app's MRO)
@@ -33,7 +34,7 @@ class Controls(AppCore):
         if not self.pair.drafters.can_speculate:
             self.notify(f"no drafter is running: K has no effect ({no_drafter_reason(self.pair.drafters)})")
             return
-        k = self.pair.draft_control.step(delta)
+        k = self.engine.step_k(delta)
         self.refresh_k()
         off = "" if self.pair.draft_control.enabled else " (speculation is off: F4 turns it on)"
         self.notify(f"draft length K = {k}, from the next cycle{off}", timeout=2)
@@ -42,7 +43,7 @@ class Controls(AppCore):
         if not self.pair.drafters.can_speculate:
             self.notify(f"speculation is off: {no_drafter_reason(self.pair.drafters)}")
             return
-        enabled = self.pair.draft_control.toggle()
+        enabled = self.engine.toggle_speculation()
         self.refresh_k()
         self.notify(f"speculation {'on' if enabled else 'off'}", timeout=2)
 
@@ -56,7 +57,7 @@ class Controls(AppCore):
             return
         current = self.pair.draft_control.drafter or self.pair.drafters.default
         kind = kinds[(kinds.index(current) + 1) % len(kinds)] if current in kinds else kinds[0]
-        self.pair.draft_control.set_drafter(kind)
+        self.engine.set_drafter(kind)
         self.refresh_k()
         self.notify(f"drafter: {self.pair.drafters.label(kind)}, from the next cycle", timeout=2)
 

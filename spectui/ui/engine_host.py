@@ -25,6 +25,7 @@ from textual.widget import Widget
 from textual.worker import Worker, get_current_worker
 
 from spectui import faults
+from spectui.engine.config import DraftLength
 from spectui.engine.drafters.spec import DrafterInfo, HistorySource
 from spectui.errors import LoadCancelled, SpectuiError
 from spectui.session.baseline import Baseline
@@ -122,6 +123,18 @@ class EngineHost(Widget):
         """Resolve a pulled pair or pull one; it is loaded once ready (`on_pair_ready`)."""
         self.pair.ready = False
         self.prepare_pair(name, pulled)
+
+    def step_k(self, delta: int) -> DraftLength:
+        """F2/F3: K one step down or up, from the reply's next cycle (`DraftControl.step`)."""
+        return self.pair.draft_control.step(delta)
+
+    def toggle_speculation(self) -> bool:
+        """F4: speculation off or on again, from the next cycle; whether it is now on."""
+        return self.pair.draft_control.toggle()
+
+    def set_drafter(self, kind: str) -> None:
+        """F7: the drafter the next cycles use."""
+        self.pair.draft_control.set_drafter(kind)
 
     def set_baseline(self, measured: Baseline) -> None:
         """A baseline measured for the loaded pair (after load, or by a reply that measured one)."""

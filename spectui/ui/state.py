@@ -42,7 +42,7 @@ class PairState:
     """The run's options with the pair loaded or loading (a picked pair, or `--resume`'s, replaces them)."""
     draft_control: DraftControl
     """K, speculation on/off and the drafter, shared with the reply thread's loop (read each
-    cycle); the keys (`controls.py`) change it in place through its methods, a new pair replaces it."""
+    cycle); the keys change it in place through the engine host's methods, a new pair replaces it."""
     session: EngineSession = field(default_factory=EngineSession)
     """The one owner of the loaded models; only the workers call its methods (the UI thread reads
     `chat_format`)."""
