@@ -21,6 +21,7 @@ from spectui.engine.drafters.spec import DrafterInfo, DrafterSpec, HistorySource
 from spectui.errors import SpectuiError
 
 if TYPE_CHECKING:
+    from spectui.engine.loading import ProgressCallback
     from spectui.session.baseline import Calibration
     from spectui.session.memory import MemoryPlan
     from spectui.session.options import ChatOptions, ModelChoice
@@ -77,17 +78,13 @@ class LoadPlan:
         return self.memory.warnings
 
 
-class LoadProgress(Protocol):
-    def __call__(self, fraction: float) -> bool:
-        """The load moved on to `fraction` (0..1); False stops it."""
-
-
 @dataclass
 class LoadReport:
     """How a load tells its front end how it goes (every call on the loading thread)."""
 
-    progress: LoadProgress | None = None
-    """Each step of the files' load; None: not followed (nothing to show it on)."""
+    progress: ProgressCallback | None = None
+    """Each step of the files' load, 0..1 (False stops it); None: not followed (nothing to show
+    it on)."""
     loaded: Callable[[LoadedPair], object] = lambda _pair: None
     """The models are loaded and installed (the calibration, if any, comes next)."""
     calibrating: Callable[[], object] = lambda: None
