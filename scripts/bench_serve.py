@@ -251,7 +251,7 @@ def in_process(setup: Setup):  # type: ignore[no-untyped-def]
     gen = load_generator(setup.target, DrafterSpec(AUTO_KIND, setup.draft), n_ctx=setup.ctx, n_threads=setup.threads)
     gen_format = ChatFormat.from_model(gen.target, "chat")
     prompt = gen.target.tokenize(baseline.COMPLETION_PROMPT)
-    baseline.calibrate(gen, prompt, lambda: False, tokens=8)  # what `spectui serve` does before listening
+    baseline.calibrate(gen, gen_format, prompt, lambda: False, tokens=8)  # what `spectui serve` does before listening
     return gen, gen_format
 
 

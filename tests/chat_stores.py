@@ -1,7 +1,7 @@
 """Chat stores the tests write or damage: a store full of chats (`make_store`), one as an older
 schema wrote it (`version_1_store`), two saved chats with figures (`saved_chats`), a page of the
 SQLite file overwritten (`page_holding`, `overwrite_page`), the damaged copies spectui keeps
-aside, and the last saved reply."""
+aside, the last saved reply, and a chat's turns as the app saved them (`saved`)."""
 
 from __future__ import annotations
 
@@ -115,3 +115,10 @@ PAGE = 4096
 
 
 FILLER = "lorem ipsum dolor sit amet " * 12  # ~320 bytes: about ten messages per page
+
+
+def saved(chat: int | None = None) -> list[tuple[str, str]]:
+    store = ChatStore(chats_db_path())
+    chat = chat or store.last_chat_id()
+    assert chat is not None
+    return [(m.role, m.content) for m in store.messages(chat)]

@@ -1,7 +1,8 @@
 """Fake model stores for the local-model tests: Ollama, LM Studio, the HF cache, a config folder.
 
 `store_layout` places tiny real GGUFs (`tiny_gguf`) the way each tool does; `point_at` sets the
-environment variables that make spectui look there.
+environment variables that make spectui look there; `downloaded_pair` records a pair as `spectui
+pull` would have.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import pytest
 import tiny_gguf
+
+from spectui.catalog import record
 
 MODEL_LAYER = "application/vnd.ollama.image.model"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -137,3 +140,15 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
         stat = path.lstat()
         seen[str(path)] = (stat.st_size if not path.is_dir() else 0, stat.st_mtime_ns)
     return seen
+
+
+def downloaded_pair(folder: Path, files: Files) -> record.PulledPair:
+    """A pair as `spectui pull` records it: files spectui downloaded (owned), here copies."""
+    folder.mkdir(parents=True, exist_ok=True)
+    target, draft = folder / "target.gguf", folder / "draft.gguf"
+    shutil.copyfile(files.target, target)
+    shutil.copyfile(files.draft, draft)
+    owned = [record.PulledFile(path=str(p), size=p.stat().st_size, repo="o/r", filename=p.name, owned=True)
+             for p in (target, draft)]
+    return record.PulledPair(target=owned[:1], draft=owned[1:], adhoc=True, description="pulled",
+                             pulled_at=record.now())

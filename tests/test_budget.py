@@ -5,7 +5,7 @@ every wrapper to the budget it wraps, unless the wrapper changes that answer."""
 from __future__ import annotations
 
 import pytest
-from test_autodraft import feed_cycles
+from autodraft_cycles import feed_cycles
 
 from spectui.engine.autodraft import AutoDraft
 from spectui.engine.config import SamplingConfig

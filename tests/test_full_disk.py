@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from chat_stores import make_store, overwrite_page, page_holding
 from full_disk import KINDS, FullDisk, full_disk, no_space
-from test_chat_store_damage import make_store, overwrite_page, page_holding
 
 from spectui.chat.store import ChatStore
 from spectui.paths import chats_db_path

@@ -4,6 +4,7 @@ each kind of import on small packages written to break the rules."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import subprocess
 import sys
@@ -44,6 +45,18 @@ def test_spectui_has_no_circle_and_no_upward_import():
     done = subprocess.run([sys.executable, str(SCRIPT)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 circles, 0 between folders, 0 upward" in done.stdout
+
+
+def test_no_test_module_imports_another():
+    """What several test modules share lives in a helper module (ARCHITECTURE, "Layers"): a test
+    module imported by another would run its tests twice and tie the two together."""
+    found = []
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            found += [f"{path.name} imports {name}" for name in names if name.split(".")[0].startswith("test_")]
+    assert found == []
 
 
 def test_every_unit_of_spectui_has_a_layer():

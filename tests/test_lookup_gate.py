@@ -8,7 +8,7 @@ import sqlite3
 
 import numpy as np
 import pytest
-from test_autodraft import feed_cycles
+from autodraft_cycles import feed_cycles
 
 from spectui.chat.store import ChatStore
 from spectui.chat.template import ChatFormat, ChatMessage

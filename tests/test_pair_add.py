@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 import tiny_bigram
 import tiny_eagle3
-from local_stores import Files, Layout, ollama_model, point_at, store_layout, write_files
-from test_cli_bench import one_error_line
-from test_user_files import downloaded_pair
+from cli_output import one_error_line
+from local_stores import Files, Layout, downloaded_pair, ollama_model, point_at, store_layout, write_files
 
 from spectui import paths, safe_text
 from spectui.catalog import record

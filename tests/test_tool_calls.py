@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from spectui.chat.template import ChatFormat, ChatMessage, PromptStyle
-from spectui.chat.tool_calls import SYNTAXES, ToolCall, ToolCallError, tool_syntax
+from spectui.chat.tool_calls import SYNTAXES, tool_syntax
+from spectui.chat.tool_parsers import ToolCall, ToolCallError
 
 TEMPLATES = Path(__file__).parent / "templates"
 WEATHER = {"type": "function", "function": {

@@ -163,8 +163,8 @@ def test_trees_stay_under_a_sleeping_lazy_grammar_and_greedy_output_is_the_targe
     follows the accepted path."""
     from dataclasses import replace
 
-    from test_drafters_scripted import GREEDY, greedy_continuation
-    from test_tree_drafters import TreeBudget
+    from lossless import GREEDY, greedy_continuation
+    from tree_budget import TreeBudget
 
     from spectui.engine import speculative
     from spectui.engine.generator import load_generator

@@ -12,35 +12,23 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
 import tiny_hybrid
 from lossless import GREEDY, PROCESSED, PROMPT, PURE, chi_square_pvalue, exact_distribution, recorded_continuation
 from numerics import RowRecorder, assert_same_or_near_tie
+from tree_budget import TreeBudget
 
 from spectui.engine import sampling, speculative
 from spectui.engine.autodraft import AutoDraft
-from spectui.engine.drafters.base import FixedBudget, Proposal
+from spectui.engine.drafters.base import Proposal
 from spectui.engine.draftplan import Calibration, DraftPlan, Planner
 from spectui.engine.generator import load_generator
 from spectui.engine.speculative import StepResult
 from spectui.limits import MAX_TREE_LEAVES
 
 STEPS = 2000
-
-
-@dataclass(frozen=True)
-class TreeBudget(FixedBudget):
-    """A fixed K with a plan that makes rows nearly free: candidates wherever the draft is unsure."""
-
-    leaves: int = 4
-    row_value: float = 0.03
-
-    def plan(self, source: str) -> DraftPlan:
-        return DraftPlan(max_tokens=self.fixed_k, row_value=self.row_value, draft_value=0.0, mean_acceptance=1.0,
-                         max_nodes=31, max_leaves=self.leaves, calibration=Calibration())
 
 
 def plan(row_value: float, leaves: int = 4, max_tokens: int = 8) -> DraftPlan:

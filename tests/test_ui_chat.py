@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import tiny_gguf
+from chat_stores import saved
 from textual import events
 from textual.widgets import Input, Label, Select, Static, TextArea
 from ui_harness import (
@@ -67,13 +68,6 @@ def pair(tiny_pair: tiny_gguf.TinyPair, spectui_home: Path) -> tiny_gguf.TinyPai
 
 def status(app: RecordingApp) -> str:
     return str(app.query_one("#status", Label).content)
-
-
-def saved(chat: int | None = None) -> list[tuple[str, str]]:
-    store = ChatStore(chats_db_path())
-    chat = chat or store.last_chat_id()
-    assert chat is not None
-    return [(m.role, m.content) for m in store.messages(chat)]
 
 
 # ----- the message box ---------------------------------------------------------------------------

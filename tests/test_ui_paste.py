@@ -11,10 +11,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_ui_app import SIZE, RecordingApp, options, ready, run_async, until
-from test_ui_chat import saved
+from chat_stores import saved
 from textual import events
 from textual.app import App, ComposeResult
+from ui_harness import SIZE, RecordingApp, options, ready, run_async, until
 
 from spectui.ui import paste
 from spectui.ui.chat_view import UserMessage

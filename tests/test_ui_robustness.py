@@ -30,11 +30,12 @@ from spectui.engine.events import GenerationStats
 from spectui.engine.model import LlamaModel
 from spectui.paths import chats_db_path
 from spectui.session.figures import ReplyFigures, meta_line
+from spectui.session.pair_load import same_model
 from spectui.session.reply import ReplyPiece
 from spectui.ui.chat_view import AssistantMessage, ChatLog, NoteMessage
 from spectui.ui.engine_host import EngineHost
 from spectui.ui.run import report_exit
-from spectui.ui.stats_panel import low_acceptance_advice, same_model
+from spectui.ui.stats_panel import low_acceptance_advice
 
 
 @pytest.fixture

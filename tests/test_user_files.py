@@ -7,13 +7,12 @@ removed pair's downloads stay removable by `spectui rm`.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 from chat_stores import saved_chats
 from cli_output import one_error_line
-from local_stores import Files, Layout, point_at, store_layout, write_files
+from local_stores import Files, Layout, downloaded_pair, point_at, store_layout, write_files
 from ui_harness import SIZE, RecordingApp, notes, options, ready, run_async, send, toasts, until
 
 from spectui.catalog import record
@@ -85,18 +84,6 @@ def stores(files: Files, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spectu
     layout = store_layout(tmp_path / "stores", files)
     point_at(layout, monkeypatch, spectui_home)
     return layout
-
-
-def downloaded_pair(folder: Path, files: Files) -> record.PulledPair:
-    """A pair as `spectui pull` records it: files spectui downloaded (owned), here copies."""
-    folder.mkdir(parents=True, exist_ok=True)
-    target, draft = folder / "target.gguf", folder / "draft.gguf"
-    shutil.copyfile(files.target, target)
-    shutil.copyfile(files.draft, draft)
-    owned = [record.PulledFile(path=str(p), size=p.stat().st_size, repo="o/r", filename=p.name, owned=True)
-             for p in (target, draft)]
-    return record.PulledPair(target=owned[:1], draft=owned[1:], adhoc=True, description="pulled",
-                             pulled_at=record.now())
 
 
 def test_pair_add_refuses_an_existing_name_without_replace(stores: Layout, capsys) -> None:

@@ -146,25 +146,25 @@ def print_error(args: argparse.Namespace, fault: faults.Fault) -> faults.Fault:
 
 def load_and_measure(args: argparse.Namespace, stop: threading.Event) -> list[BenchRow]:
     """Load the models, check what can be measured, measure (on the worker thread)."""
-    from spectui.engine.generator import load_generator
-    from spectui.session import memory
+    from spectui.session.loaded import EngineSession
     from spectui.session.options import models_from_args, models_label
+    from spectui.session.pair_load import LoadReport, LoadSpec
 
     choice = models_from_args(args)
-    plan = memory.plan_run(choice.target, choice.drafter, args.ctx, args.n_gpu_layers)
+    session = EngineSession()
+    plan = session.plan(LoadSpec.of_command(args, choice))
     for warning in plan.warnings:
         print(f"warning: {safe_text.line(warning)}", file=sys.stderr)
     label = models_label(choice.target, choice.drafter.draft)
-    meter = machine.LoadMeter()
-    threads = args.threads or machine.default_threads(meter.sample())
+    threads = plan.threads
     print(f"loading {label} ({threads} thread{'s' if threads > 1 else ''}) ...", file=sys.stderr)
-    gen = load_generator(choice.target, plan.apply(choice.drafter), n_ctx=args.ctx,
-                         n_gpu_layers=plan.n_gpu_layers, n_threads=threads, rpc=args.rpc or choice.rpc,
-                         tensor_split=args.tensor_split, progress=lambda _fraction: not stop.is_set())
+    pair = session.load(plan, LoadReport(progress=lambda _fraction: not stop.is_set()))
+    gen = session.generator
+    assert pair is not None and gen is not None  # never cancelled: a stopped load raises
     try:
-        for note in gen.notes:
+        for note in pair.drafters.notes:
             print(f"note: {safe_text.line(note)}", file=sys.stderr)
-        meter.others()
+        meter = machine.LoadMeter()
         rows = run_bench(gen, args, choice, threads, stop.is_set)
         others = meter.others()
         rows = [replace(row, others_cores=None if others is None else round(others, 2)) for row in rows]
@@ -172,7 +172,7 @@ def load_and_measure(args: argparse.Namespace, stop: threading.Event) -> list[Be
             print(f"warning: {name} was removed from disk while bench ran; the figures are from the copy "
                   "loaded before, and the next run will not find it", file=sys.stderr)
     finally:
-        gen.close()
+        session.close()
     return rows
 
 

@@ -25,18 +25,20 @@ from spectui.errors import SpectuiError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from spectui.engine.generator import Generator
     from spectui.serve.app import ServerState, Serving
     from spectui.serve.draining import DrainingServer
     from spectui.serve.slot import ReplySlot
     from spectui.session.loaded import EngineSession
-    from spectui.session.memory import MemoryPlan
     from spectui.session.options import ModelChoice
+    from spectui.session.pair_load import LoadPlan
 
 API_KEY_ENV = "SPECTUI_API_KEY"
 DEFAULT_PORT = 8080
 DEFAULT_DRAIN_SECONDS = 30.0
 DEFAULT_MAX_WAITING = 8
+WARM_UP_TOKENS = 8
+"""Tokens the calibration after the load times (`--no-warm-up`: none): the weights touched and
+K = auto seeded before the first request; its baseline is not used."""
 
 
 def is_loopback(host: str) -> bool:
@@ -97,9 +99,8 @@ class Loading:
     args: argparse.Namespace
     key: str | None
     choice: ModelChoice
-    plan: MemoryPlan
+    plan: LoadPlan
     label: str
-    threads: int
     session: EngineSession
     slot: ReplySlot
     serving: Serving
@@ -111,76 +112,55 @@ def prepare(args: argparse.Namespace, key: str | None) -> Loading:
     will not do), and the engine thread the load and every reply will run on."""
     from spectui.serve.app import Serving
     from spectui.serve.slot import ReplySlot
-    from spectui.session import machine, memory
     from spectui.session.loaded import EngineSession
     from spectui.session.options import models_from_args
+    from spectui.session.pair_load import LoadSpec
 
     choice = models_from_args(args)
-    plan = memory.plan_run(choice.target, choice.drafter, args.ctx, args.n_gpu_layers)
+    session = EngineSession()
+    warm_up = None if args.no_warm_up else WARM_UP_TOKENS
+    plan = session.plan(LoadSpec.of_command(args, choice, mode="chat", calibration_tokens=warm_up))
     for warning in plan.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     label = f"{choice.target.name} + {choice.drafter.draft.name}" if choice.drafter.draft else choice.target.name
-    threads = args.threads or machine.default_threads(machine.LoadMeter().sample())
+    threads = plan.threads
     print(f"spectui serve: loading {label} ({threads} thread{'s' if threads > 1 else ''}) ...", file=sys.stderr)
-    session = EngineSession()
-    return Loading(args, key, choice, plan, label, threads, session, ReplySlot(session, args.max_waiting), Serving())
+    return Loading(args, key, choice, plan, label, session, ReplySlot(session, args.max_waiting), Serving())
 
 
 def finish(loading: Loading) -> ServerState:
     """Load the pair and warm it up (weights touched, K = auto seeded) on the engine thread, where
     every reply will run (see `serve.slot`); then the app serves it. Its `ServerState`."""
-    from spectui.chat.template import ChatFormat
-    from spectui.engine.config import recommended_sampling
-    from spectui.engine.generator import load_generator
     from spectui.serve.app import ServerState
     from spectui.serve.convert import Defaults
-    from spectui.session import baseline
 
-    args, choice, plan, session, slot = loading.args, loading.choice, loading.plan, loading.session, loading.slot
-
-    def load_and_warm_up() -> Generator:
-        generator = load_generator(choice.target, plan.apply(choice.drafter), n_ctx=args.ctx,
-                                   n_gpu_layers=plan.n_gpu_layers, n_threads=loading.threads,
-                                   rpc=args.rpc or choice.rpc, tensor_split=args.tensor_split)
-        chat_format = session.install(generator, "chat")
-        if not args.no_warm_up:
-            text = baseline.COMPLETION_PROMPT if chat_format.is_completion else baseline.CALIBRATION_PROMPT
-            baseline.calibrate(generator, session.prompt_tokens([_user(text)]), lambda: False, tokens=8)
-        return generator
-
+    args, choice, session, slot = loading.args, loading.choice, loading.session, loading.slot
     try:
-        generator = slot.call(load_and_warm_up)
+        pair = slot.call(lambda: session.load(loading.plan))
     except BaseException:
         slot.close()
         raise
-    for note in generator.notes:
+    assert pair is not None  # never cancelled
+    info = pair.drafters
+    for note in info.notes:
         print(f"note: {note}", file=sys.stderr)
-    sampling = recommended_sampling(generator.target.meta).sampling
-    sampling = _overridden(sampling, args)
+    sampling = _overridden(pair.sampling.sampling, args)
     kind = None if choice.drafter.kind == "auto" else choice.drafter.kind
     k = args.draft_length if args.draft_length is not None else (choice.recommended_k or "auto")
     defaults = Defaults(sampling, args.max_tokens, k, kind)
-    pair = choice.pair_name if choice.pair_name != "custom" else None
-    names = [name for name in dict.fromkeys([*args.alias, pair, choice.target.stem, choice.target.name]) if name]
+    name = choice.pair_name if choice.pair_name != "custom" else None
+    names = [n for n in dict.fromkeys([*args.alias, name, choice.target.stem, choice.target.name]) if n]
     model_id, aliases = names[0], tuple(names[1:])
-    info = generator.describe()
     model_info = {
         "meta": {"target": choice.target.name, "draft": choice.drafter.draft.name if choice.drafter.draft else None,
                  "drafter": kind or info.default, "drafters": list(info.kinds), "drafter_labels": dict(info.labels),
-                 "n_ctx": generator.target.n_ctx, "n_vocab": generator.target.n_vocab,
-                 "template": ChatFormat.from_model(generator.target, "chat").description},
+                 "n_ctx": pair.n_ctx, "n_vocab": pair.n_vocab, "template": pair.template},
     }
     state = ServerState(slot, defaults, model_id, model_info, aliases, loading.key, args.strict_model,
-                        n_ctx=generator.target.n_ctx)
+                        n_ctx=pair.n_ctx)
     state.slot.on_done = lambda done: state.metrics.reply(done.figures)
     loading.serving.state = state
     return state
-
-
-def _user(text: str):  # type: ignore[no-untyped-def]
-    from spectui.chat.template import ChatMessage
-
-    return ChatMessage("user", text)
 
 
 def _overridden(sampling, args: argparse.Namespace):  # type: ignore[no-untyped-def]

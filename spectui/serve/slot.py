@@ -25,16 +25,14 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from spectui.engine.events import Progress
-from spectui.session.loaded import EngineSession
-from spectui.session.reply import ReplyDone, ReplyEvent, ReplyOpened, ReplyPiece, ReplyRequest, run_reply
+from spectui.session.loaded import BuildRequest, EngineSession, NotLoaded
+from spectui.session.reply import ReplyDone, ReplyEvent, ReplyOpened, ReplyPiece
 
-BuildRequest = Callable[[Any], ReplyRequest]
-"""Makes the request from the loaded generator, on the engine thread (it may call llama.cpp)."""
 REPLY_SECONDS_GUESS = 10.0
 """What a reply is assumed to take before one has been timed (for Retry-After)."""
 
@@ -228,10 +226,9 @@ class ReplySlot:
             return [*batch, Failed(error)]
         return batch
 
-    def _events(self, job: Job):  # type: ignore[no-untyped-def]
-        with self.session.lock:
-            generator, chat_format = self.session.generator, self.session.chat_format
-            if generator is None or chat_format is None:
-                raise Closed("no model is loaded")
-            request = job.build(generator)
-            yield from run_reply(generator, chat_format, request, job.cancel.is_set)
+    def _events(self, job: Job) -> Iterator[ReplyEvent]:
+        """The job's reply, its request built under the session's lock (`EngineSession.reply_to`)."""
+        try:
+            yield from self.session.reply_to(job.build, job.cancel.is_set)
+        except NotLoaded:
+            raise Closed("no model is loaded") from None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from spectui.chat.tool_calls import ToolCall
+from spectui.chat.tool_parsers import ToolCall
 from spectui.serve import responses, tools
 from spectui.serve.responses import HttpError, failure
 from spectui.serve.slot import Failed, Job

@@ -19,15 +19,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from spectui.chat.tool_calls import (
-    GEMMA_CLOSE,
-    GEMMA_OPEN,
-    GEMMA_QUOTE,
-    HERMES_CLOSE,
-    HERMES_OPEN,
-    MISTRAL_OPEN,
-    ToolSyntax,
-)
+from spectui.chat.tool_calls import ToolSyntax
+from spectui.chat.tool_parsers import GEMMA_CLOSE, GEMMA_OPEN, GEMMA_QUOTE, HERMES_CLOSE, HERMES_OPEN, MISTRAL_OPEN
 
 Thinking = Literal["none", "optional", "open"]
 """How a reply may begin: no thinking block, an optional `<think>...</think>` first, or inside one

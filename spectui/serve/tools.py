@@ -29,16 +29,8 @@ from typing import TYPE_CHECKING, Any
 from spectui import limits
 from spectui.chat.reasoning import THINK_TAGS
 from spectui.chat.template import PromptStyle
-from spectui.chat.tool_calls import (
-    ParamTypes,
-    Parsed,
-    ToolCall,
-    ToolCallError,
-    ToolSyntax,
-    call_text,
-    raw_arguments,
-    tool_syntax,
-)
+from spectui.chat.tool_calls import ToolSyntax, call_text, raw_arguments, tool_syntax
+from spectui.chat.tool_parsers import ParamTypes, Parsed, ToolCall, ToolCallError
 from spectui.serve import convert
 from spectui.serve.convert import Defaults, RequestError
 from spectui.serve.tool_grammar import LAZY, Function, Thinking, call_grammar

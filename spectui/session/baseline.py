@@ -20,11 +20,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from spectui import faults
-from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
+from spectui.engine.config import AUTO, DraftControl, SamplingConfig
 from spectui.engine.events import Finished, GenerationStats
 from spectui.session.machine import load_changed
+from spectui.session.reply import ReplyDone, ReplyRequest, run_reply
 
 if TYPE_CHECKING:
+    from spectui.chat.template import ChatFormat
     from spectui.engine.generator import Generator
 
 CALIBRATION_TOKENS = 32
@@ -112,32 +114,35 @@ class Calibration:
                 f"{acceptance} during the load")
 
 
-def calibrate(generator: Generator, prompt: list[int], cancelled: Callable[[], bool],
+def calibrate(generator: Generator, chat_format: ChatFormat, prompt: list[int], cancelled: Callable[[], bool],
               tokens: int = CALIBRATION_TOKENS, others_load: float | None = None) -> Calibration:
-    """Warm up, seed K = auto, and time the target alone (blocking; run it in a worker)."""
-    _run(generator, prompt, FIRST_TOUCH_TOKENS, DraftControl(2), cancelled)  # cold pages, first shapes
+    """Warm up, seed K = auto, and time the target alone, each a reply through the reply core
+    (blocking; run it in a worker, with the session's lock held: `EngineSession.load` does)."""
+    _run(generator, chat_format, prompt, FIRST_TOUCH_TOKENS, DraftControl(2), cancelled)  # cold pages, first shapes
     generator.forget_measurements()  # first-touch timings are not typical
     warm = None
     if generator.can_speculate:
-        warm = _run(generator, prompt, AUTO_WARM_TOKENS + 1, DraftControl(AUTO), cancelled)
+        warm = _run(generator, chat_format, prompt, AUTO_WARM_TOKENS + 1, DraftControl(AUTO), cancelled)
     # +1: the first token comes out of the prompt pass and is not timed as decoding
-    finished = _run(generator, prompt, tokens + 1, DraftControl(0, enabled=False), cancelled)
-    if finished is None or finished.reason == "cancelled":
+    done = _run(generator, chat_format, prompt, tokens + 1, DraftControl(0, enabled=False), cancelled)
+    if done is None or done.reason == "cancelled":
         return Calibration(None)
-    baseline = from_finished(finished, "calibration after load", others_load)
+    baseline = from_stats(done.stats, "calibration after load", others_load)
     if warm is None:
         return Calibration(baseline)
     stats = warm.stats
     return Calibration(baseline, stats.decode_tokens, stats.acceptance_rate, stats.decode_seconds)
 
 
-def _run(generator: Generator, prompt: list[int], tokens: int, control: DraftControl,
-         cancelled: Callable[[], bool]) -> Finished | None:
-    config = GenerationConfig(max_tokens=tokens, sampling=SamplingConfig(temperature=0.0))
-    finished: Finished | None = None
-    for event in generator.generate(prompt, config, control, cancelled):
-        if isinstance(event, Finished):
-            finished = event
-    if finished is not None:
-        faults.raise_for(finished)  # a worker lost or a file changed: the load failed, say so
-    return finished
+def _run(generator: Generator, chat_format: ChatFormat, prompt: list[int], tokens: int, control: DraftControl,
+         cancelled: Callable[[], bool]) -> ReplyDone | None:
+    """One greedy reply to `prompt` (its tokens as they are: no template, no stop strings)."""
+    request = ReplyRequest(prompt=tuple(prompt), sampling=SamplingConfig(temperature=0.0), max_tokens=tokens,
+                           draft=control)
+    done = None
+    for event in run_reply(generator, chat_format, request, cancelled):
+        if isinstance(event, ReplyDone):
+            done = event
+    if done is not None:
+        faults.raise_for(done)  # a worker lost or a file changed: the load failed, say so
+    return done

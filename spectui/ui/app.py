@@ -20,7 +20,7 @@ from textual.widgets import Footer, Header
 
 from spectui.catalog.demo import welcome
 from spectui.ui.chat_actions import ChatActions
-from spectui.ui.chat_pane import ChatHost
+from spectui.ui.chat_column import ChatHost
 from spectui.ui.chat_view import NoteMessage
 from spectui.ui.commands import ChatCommands
 from spectui.ui.controls import Controls
@@ -85,7 +85,7 @@ class SpectuiApp(Lifecycle, Fitting, Controls, ChatActions):
     def on_unmount(self) -> None:
         self.save_streamed()  # whatever ended the app (a crash too): the reply on screen is kept
         self.remove_signal_handlers()
-        self.replies.stop_requested.set()
+        self.chat_pane.stop_reply(status=None)
         self.workers.cancel_all()
         close_models(self.pair.session)
         self.chat.store.close()
@@ -96,7 +96,7 @@ class SpectuiApp(Lifecycle, Fitting, Controls, ChatActions):
     def show_models(self, loaded: bool) -> None:
         """The pair changed: a load started (no mode yet), or the models loaded (the chat's mode
         with them, its settings)."""
-        self.chat.mode = self.chat_mode(self.chat.conversation) if loaded else ""
+        self.chat_pane.set_mode(self.chat_mode(self.chat.conversation) if loaded else "")
         self.sub_title = self.subtitle(self.pair.options)
         if loaded:
             self.refresh_settings()

@@ -72,7 +72,8 @@ def unavailable(what: str, why: str, options: ChatOptions) -> str:
 
 
 class ChatActions(AppCore):
-    """Whole chats: shown, resumed, their settings, copied, exported. Writes `app.chat`."""
+    """Whole chats: shown, resumed, their settings, copied, exported. Changes `app.chat` through
+    the chat pane's methods."""
 
     if TYPE_CHECKING:  # the other parts' own, declared for the type checker only: at run time
         # nothing here may shadow them (the parts come before their owners in the app's MRO)
@@ -97,7 +98,7 @@ class ChatActions(AppCore):
 
     def apply_chat_mode(self) -> None:
         if self.pair.session.chat_format is not None:
-            self.chat.mode = self.chat_mode(self.chat.conversation)
+            self.chat_pane.set_mode(self.chat_mode(self.chat.conversation))
             self.sub_title = self.subtitle(self.pair.options)
 
     async def resume_last_chat(self) -> None:
@@ -155,7 +156,7 @@ class ChatActions(AppCore):
         mode = result.mode
         if self.pair.session.chat_format is not None:
             mode = self.pair.session.chat_format.switched(mode).mode
-        conversation.update(settings=result.settings, system=result.system, mode=mode)
+        self.chat_pane.update_chat(settings=result.settings, system=result.system, mode=mode)
         self.apply_chat_mode()
         self.refresh_settings()
         await self.show_examples()
@@ -178,7 +179,7 @@ class ChatActions(AppCore):
         else:
             self.notify("this model's chat template has no thinking switch (enable_thinking or reasoning_effort)")
             return
-        self.chat.conversation.update(settings=settings)
+        self.chat_pane.update_chat(settings=settings)
         self.refresh_settings()
         self.notify(said, timeout=3)
 

@@ -1,105 +1,75 @@
-"""`ChatPane`, the `#chat-column`: the status line, the chat log and the message box, the state
-of what they show — the chat (`ChatState`) and the reply in progress (`ReplyState`) — and the
-reply flow through them.
+"""`ChatPane`, the `#chat-column`: the reply flow through the chat column (`ChatColumn`, whose
+state it shares: `ChatState`, `ReplyState`).
 
-- A message typed while the models load is queued (shown as such, said in the status line) and
-  sent once they are ready; Escape cancels it and gives the text back to the message box.
+- A message typed while the models load waits (`ChatColumn.queue`) and is sent once the engine
+  host says they are ready (`models_ready`).
 - Up in an empty message box edits the last message: Enter resends it in place of the old turn
   (which, with its reply, leaves the chat), Escape cancels. Ctrl+R regenerates the last reply with
   the current K, drafter and settings. Either way the conversation, the store and the log drop
   the replaced turn together (`Conversation.truncate`, `ChatLog.remove_from_turn`).
-- A reply runs through the reply core (`spectui.session.reply`): the pane builds its
-  `ReplyRequest` (`ChatOptions.reply_request`) for the engine host's reply worker (what it asks of
-  the app is `ChatHost`), which posts its messages here: pieces (answer and thinking apart) into
-  an `AssistantMessage`, its `ReplyFigures` under it and in the store.
+- A reply runs through the session (`EngineSession.reply`, the reply core): the pane builds its
+  `ReplyRequest` (`ChatOptions.reply_request`) and asks the engine host (`ReplyEngine`) for it;
+  the host's reply worker posts its messages here — pieces (answer and thinking apart) into an
+  `AssistantMessage`, its `ReplyFigures` under it and in the store, or its failure — and the
+  pane handles them itself.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from typing import Protocol, cast
 
-from rich.console import RenderableType
-from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.css.query import NoMatches
 
 from spectui import faults
-from spectui.chat.conversation import Conversation
 from spectui.chat.template import ChatMessage, PromptStyle
 from spectui.engine.config import DraftControl
 from spectui.session.baseline import baseline_probe, from_stats
 from spectui.session.figures import ReplyFigures, comparison_verdict, describe_k, meta_line
 from spectui.session.options import models_record
 from spectui.session.reply import ReplyDone
-from spectui.ui.chat_view import AssistantMessage, ChatLog, NoteMessage, UserMessage
-from spectui.ui.engine_host import EngineHost
+from spectui.ui.chat_column import ChatColumn
+from spectui.ui.chat_view import AssistantMessage, Comparison
 from spectui.ui.examples import ExampleOpenings
-from spectui.ui.messages import EngineFailed, ReplyFinished, ReplyPurpose, ReplyUpdate
+from spectui.ui.messages import ReplyFailed, ReplyFinished, ReplyPurpose, ReplyUpdate
 from spectui.ui.prompt import PromptInput
-from spectui.ui.state import ChatState, PairState, QuitState, ReplyState
-from spectui.ui.stats_panel import StatsPanel
-from spectui.ui.status_line import StatusLine
 
 
-class ChatHost(Protocol):
-    """What the chat pane asks of the app it is in (`SpectuiApp`)."""
+class ChatPane(ChatColumn):
+    """Runs the reply flow: sends, queues, edits, regenerates, compares, stops, and handles what
+    the reply worker posts."""
 
-    @property
-    def pair(self) -> PairState: ...
-    @property
-    def quit_state(self) -> QuitState: ...
-    @property
-    def panel(self) -> StatsPanel: ...
-    @property
-    def engine(self) -> EngineHost:
-        """Runs the reply worker, which posts its messages (a failure too) to the pane."""
-    async def reload_first(self, text: str) -> bool:
-        """Load the models again first when a fault asks for it (`text` is then queued)."""
-    def exit(self, result: int | None = None, return_code: int = 0,
-             message: RenderableType | None = None) -> None: ...
-
-
-class ChatPane(Vertical):
-    """Owns `chat` (the conversation shown, its store, mode, colours) and `replies` (the reply in
-    progress, the queued message, the edit), and runs the reply flow; the app's parts read them
-    through `app.chat` and `app.replies`."""
-
-    def __init__(self, chat: ChatState, *, id: str) -> None:
-        super().__init__(id=id)
-        self.chat = chat
-        self.replies = ReplyState()
-
-    def compose(self) -> ComposeResult:
-        yield StatusLine(id="status-bar")
-        yield ChatLog(id="log")
-        yield PromptInput(id="prompt")
+    async def models_ready(self) -> None:
+        """The engine host's word that the models are loaded and measured: ready, and the
+        message typed while they loaded sent."""
+        self.ready_status()
+        if self.replies.queued is not None:
+            await self.send_queued()
 
     @property
-    def host(self) -> ChatHost:
-        return cast(ChatHost, self.app)
+    def stop_requested(self) -> threading.Event:
+        """What the reply worker checks every cycle (set by `stop_reply`)."""
+        return self.replies.stop_requested
 
-    @property
-    def log_view(self) -> ChatLog:
-        return self.query_one("#log", ChatLog)
+    def stop_reply(self, status: str | None = "stopping…") -> None:
+        """Stop the reply in progress at its next cycle (Escape, a quit, a new chat, the app
+        ending), saying `status` while it stops (None: nothing drawn, the terminal may be gone)."""
+        self.replies.stop_requested.set()
+        if status is not None and self.replies.busy is not None:
+            self.set_status(status, None)
 
-    @property
-    def prompt(self) -> PromptInput:
-        return self.query_one("#prompt", PromptInput)
+    async def when_idle(self, callback: Callable[[], Awaitable[None]]) -> None:
+        """Run `callback` now, or (stopping the running reply) once it has ended.
 
-    @property
-    def status_line(self) -> StatusLine:
-        return self.query_one("#status-bar", StatusLine)
-
-    async def note(self, text: str, kind: str = "info") -> None:
-        await self.log_view.add(NoteMessage(text, kind))
-
-    def set_status(self, text: str, fraction: float | None = None, *, busy: bool = True) -> None:
-        self.status_line.show(text, fraction, busy=busy)
-
-    def ready_status(self) -> None:
-        if self.host.pair.ready and self.replies.busy is None:
-            self.set_status(f"ready · {self.host.pair.options.models_label}", busy=False)
+        A handler must not wait here for the reply to end: the messages that end it are
+        handled only after this handler returns.
+        """
+        if self.replies.busy is None:
+            await callback()
+            return
+        self.replies.after_idle = callback
+        self.stop_reply()
 
     # ----- sending -------------------------------------------------------------------------------
 
@@ -171,7 +141,7 @@ class ChatPane(Vertical):
                                              style=self.prompt_style(),
                                              baseline_probe=probe if control.enabled else 0,
                                              recommended=pair.recommended_sampling)
-        self.host.engine.generate_reply(request, purpose)
+        self.replies.batcher = self.host.engine.generate_reply(request, purpose)
 
     async def send_queued(self) -> None:
         """The models are ready: send what was typed while they loaded."""
@@ -197,12 +167,6 @@ class ChatPane(Vertical):
         self.set_status("editing your last message: Enter resends it (its reply is replaced), Escape cancels",
                         busy=False)
 
-    def cancel_edit(self) -> bool:
-        if not self.end_edit():
-            return False
-        self.ready_status()
-        return True
-
     async def regenerate(self) -> None:
         """A new reply in place of the last one (current K, drafter and settings)."""
         messages = self.chat.conversation.messages
@@ -216,78 +180,13 @@ class ChatPane(Vertical):
             await self.drop_turns(len(messages) - 1)
         await self.start_reply()
 
-    # ----- the chat shown ------------------------------------------------------------------------
-
-    async def show_conversation(self, conversation: Conversation, show_timings: bool) -> None:
-        """Replace the log with a stored conversation (resume, or picked from the list)."""
-        self.chat.conversation = conversation
-        await self.log_view.show_stored(conversation, self.chat.colouring, show_timings)
-
-    async def add_user_turn(self, text: str) -> None:
-        """The user's next message, into the chat and the log."""
-        self.chat.conversation.add_user(text)
-        await self.log_view.add(UserMessage(text, len(self.chat.conversation.messages) - 1))
-
-    async def drop_turns(self, index: int) -> None:
-        """Take the turn at `index` and all after it out of the chat, the store and the log."""
-        self.replies.editing = None
-        self.chat.conversation.truncate(index)
-        await self.log_view.remove_from_turn(index)
-
-    # ----- the queued message --------------------------------------------------------------------
-
-    async def queue(self, text: str) -> None:
-        """Keep the message until the models are ready (one at a time)."""
-        if self.replies.queued is not None:
-            self.notify("a message is already waiting for the models (Escape cancels it)")
-            return
-        self.replies.queued = UserMessage(text, queued=True)
-        await self.log_view.add(self.replies.queued)
-        self.prompt.clear()
-        self.status_line.queued = True
-        self.status_line.redraw()
-
-    async def take_queued(self) -> str | None:
-        """The queued message's text, taken out of the log (None: nothing was queued)."""
-        widget, self.replies.queued = self.replies.queued, None
-        self.status_line.queued = False  # said from the next status
-        if widget is None:
-            return None
-        await widget.remove()
-        return widget.text
-
-    async def cancel_queued(self, reason: str = "the queued message was cancelled") -> bool:
-        """Give the queued text back to the message box; False when nothing was queued."""
-        widget, self.replies.queued = self.replies.queued, None
-        if widget is None:
-            return False
-        await widget.remove()
-        if not self.prompt.text.strip():
-            self.prompt.set_text(widget.text)
-        self.status_line.queued = False
-        self.status_line.redraw()
-        self.notify(f"{reason}: its text is back in the message box", timeout=4)
-        return True
-
-    # ----- the turn being edited -----------------------------------------------------------------
-
-    def start_edit(self, index: int) -> None:
-        """Put the message at `index` back in the box, marked in the log."""
-        self.replies.editing = index
-        self.prompt.set_text(self.chat.conversation.messages[index].content)
-        self.prompt.focus()
-        if (widget := self.log_view.turn_widget(index)) is not None:
-            widget.add_class("-editing")
-
-    def end_edit(self) -> bool:
-        """Stop editing (the box emptied, the mark gone); False when nothing was edited."""
-        if self.replies.editing is None:
-            return False
-        if (widget := self.log_view.turn_widget(self.replies.editing)) is not None:
-            widget.remove_class("-editing")
-        self.replies.editing = None
-        self.prompt.clear()
-        return True
+    async def start_comparison(self, original: AssistantMessage, messages: list[ChatMessage]) -> None:
+        """Re-run `messages` with speculation off, beside `original` (F5)."""
+        self.replies.comparison = comparison = Comparison(original)
+        await self.log_view.add(comparison)
+        comparison.right.set_colouring(self.chat.colouring)
+        comparison.left.set_colouring(self.chat.colouring)
+        self.begin_generation("compare", messages, DraftControl(0, enabled=False))
 
     # ----- the reply streamed --------------------------------------------------------------------
 
@@ -300,8 +199,12 @@ class ChatPane(Vertical):
         self.chat.conversation.start_reply()
         return widget
 
-    async def on_engine_failed(self, message: EngineFailed) -> None:
-        await self.host.engine.on_engine_failed(message)  # the reply's: seen after its last pieces
+    async def on_reply_failed(self, message: ReplyFailed) -> None:
+        """The reply worker's end when the reply failed (after its last pieces): said, then idle."""
+        self.notify(message.text, severity="error", timeout=15)
+        await self.note(message.text, "error")
+        self.host.engine.set_reload_pending(self.host.pair.reload_pending or message.reload)
+        await self.end_reply()
 
     async def on_reply_update(self, message: ReplyUpdate) -> None:
         """A batch from the reply worker: its pieces into their widget, the reply saved as it

@@ -3,20 +3,18 @@ and the reply keys (Ctrl+R regenerates, the palette's "edit last message"), hand
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from spectui.chat.conversation import Conversation
-from spectui.engine.config import DraftControl
 from spectui.engine.drafters.spec import DrafterInfo
-from spectui.ui.chat_view import AssistantMessage, Comparison
 from spectui.ui.core import AppCore
 from spectui.ui.screens import ChatsScreen
 
 
 class Controls(AppCore):
     """The keys: K, speculation, drafter, comparison, colours, stop, chats. Every action runs on
-    the UI thread and never blocks; the speculation keys change `app.pair.draft_control` (in place)."""
+    the UI thread and never blocks, and changes state through its owner's methods: the speculation
+    keys the engine host's (the shared `DraftControl`, in place), the others the chat pane's."""
 
     if TYPE_CHECKING:  # the other parts' own, declared for the type checker only: at run time
         # nothing here may shadow them (the parts come before their owners in the app's MRO)
@@ -36,7 +34,7 @@ class Controls(AppCore):
         if not self.pair.drafters.can_speculate:
             self.notify(f"no drafter is running: K has no effect ({no_drafter_reason(self.pair.drafters)})")
             return
-        k = self.pair.draft_control.step(delta)
+        k = self.engine.step_k(delta)
         self.refresh_k()
         off = "" if self.pair.draft_control.enabled else " (speculation is off: F4 turns it on)"
         self.notify(f"draft length K = {k}, from the next cycle{off}", timeout=2)
@@ -45,7 +43,7 @@ class Controls(AppCore):
         if not self.pair.drafters.can_speculate:
             self.notify(f"speculation is off: {no_drafter_reason(self.pair.drafters)}")
             return
-        enabled = self.pair.draft_control.toggle()
+        enabled = self.engine.toggle_speculation()
         self.refresh_k()
         self.notify(f"speculation {'on' if enabled else 'off'}", timeout=2)
 
@@ -59,7 +57,7 @@ class Controls(AppCore):
             return
         current = self.pair.draft_control.drafter or self.pair.drafters.default
         kind = kinds[(kinds.index(current) + 1) % len(kinds)] if current in kinds else kinds[0]
-        self.pair.draft_control.set_drafter(kind)
+        self.engine.set_drafter(kind)
         self.refresh_k()
         self.notify(f"drafter: {self.pair.drafters.label(kind)}, from the next cycle", timeout=2)
 
@@ -72,18 +70,10 @@ class Controls(AppCore):
             return
         if not self.chat_pane.can_generate():
             return
-        self.replies.comparison = Comparison(original)
-        await self.log_view.add(self.replies.comparison)
-        self.replies.comparison.right.set_colouring(self.chat.colouring)
-        self.replies.comparison.left.set_colouring(self.chat.colouring)
-        messages = self.chat.conversation.prompt_messages(upto + 1)
-        self.chat_pane.begin_generation("compare", messages, DraftControl(0, enabled=False))
+        await self.chat_pane.start_comparison(original, self.chat.conversation.prompt_messages(upto + 1))
 
     def action_toggle_colours(self) -> None:
-        self.chat.colouring = not self.chat.colouring
-        for message in self.query(AssistantMessage):
-            message.set_colouring(self.chat.colouring)
-        self.panel.show_legend(self.chat.colouring)
+        self.panel.show_legend(self.chat_pane.toggle_colours())
 
     async def action_stop(self) -> None:
         """Escape: stop the reply; else cancel the queued message; else stop editing."""
@@ -94,33 +84,18 @@ class Controls(AppCore):
 
     def stop_reply(self) -> None:
         if self.replies.busy is not None:
-            self.replies.stop_requested.set()
-            self.set_status("stopping…", None)
+            self.chat_pane.stop_reply()
 
     async def action_new_chat(self) -> None:
-        await self.when_idle(self._new_chat)
+        await self.chat_pane.when_idle(self._new_chat)
 
     async def _new_chat(self) -> None:
-        self.chat_pane.cancel_edit()
-        self.chat.conversation = self.new_conversation()
-        await self.log_view.remove_children()
+        await self.chat_pane.start_chat(self.new_conversation())
         self.panel.start_chat()
         self.apply_chat_mode()
         self.refresh_settings()
         await self.show_examples()
         self.notify("new chat", timeout=2)
-
-    async def when_idle(self, callback: Callable[[], Awaitable[None]]) -> None:
-        """Run `callback` now, or (stopping the running reply) once it has ended.
-
-        A handler must not wait here for the reply to end: the messages that end it are
-        handled only after this handler returns.
-        """
-        if self.replies.busy is None:
-            await callback()
-            return
-        self.replies.after_idle = callback
-        self.stop_reply()
 
     def action_open_chats(self) -> None:
         self.push_screen(ChatsScreen(self.chat.store.list_chats()), self._open_chat)
@@ -133,7 +108,7 @@ class Controls(AppCore):
             self.chat_pane.cancel_edit()
             await self.show_conversation(Conversation.open(self.chat.store, chat_id, self.pair.options.chat_settings()))
 
-        await self.when_idle(reopen)
+        await self.chat_pane.when_idle(reopen)
 
     async def action_edit_last(self) -> None:
         """Put the last message sent back in the box; Enter resends it in place of the old turn."""

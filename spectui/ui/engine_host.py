@@ -1,19 +1,22 @@
-"""`EngineHost` (`#engine`, never shown): the pair of models (`PairState`), every engine worker
-(load + calibrate, a reply, the health check of loaded models, a pair's pull) and the loading
-messages those workers post.
+"""`EngineHost` (`#engine`, never shown): the pair of models (`PairState`), and every engine
+worker — each one of `EngineSession`'s methods (`spectui.session.loaded`) run on a Textual thread
+worker: the load (with its calibration), a reply, the health check of loaded models; and a
+pair's pull.
 
-The workers run on this one node, so `exclusive=True, group="engine"` keeps a load and a reply
-from running together. The loading messages (`LoadProgress` … `EngineFailed`) come back here; the
-host tells the rest through `EngineClient` (what it asks of the app: the chat pane's status line
-and queued message, the panel, notes and toasts). A reply's messages go to the chat pane, a
-reply's failure with them (so it is seen after the reply's last pieces; the pane hands it back).
-The other parts read `pair` (`app.pair`) and change it only through the methods here.
+The workers never touch a widget or the app's state: they post typed messages
+(`spectui.ui.messages`). The loading messages (`LoadProgress` … `EngineFailed`) come back here,
+and the host tells the rest through `EngineClient` (what it asks of the app: the panel, notes and
+toasts) and `ReplyPane` (the few things it asks of the chat pane). A reply's messages, its
+failure included (`ReplyFailed`, after its last pieces), are posted straight to the chat pane,
+which handles them itself. The workers run on this one node, so `exclusive=True,
+group="engine"` keeps a load and a reply from running together. The other parts read `pair`
+(`app.pair`) and change it only through the methods here.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar, Protocol, cast
 
 from textual import work
@@ -22,14 +25,13 @@ from textual.widget import Widget
 from textual.worker import Worker, get_current_worker
 
 from spectui import faults
-from spectui.chat.template import ChatMessage
-from spectui.engine.config import recommended_sampling
+from spectui.engine.config import DraftLength
 from spectui.engine.drafters.spec import DrafterInfo, HistorySource
 from spectui.errors import LoadCancelled, SpectuiError
-from spectui.session import baseline, machine, memory
 from spectui.session.baseline import Baseline
 from spectui.session.history import store_history
 from spectui.session.options import ChatOptions, for_pair, pair_drafter_kind
+from spectui.session.pair_load import LoadedHealth, LoadPlan, LoadReport, LoadSpec
 from spectui.session.reply import ReplyRequest
 from spectui.ui.messages import (
     BaselineMeasured,
@@ -39,19 +41,11 @@ from spectui.ui.messages import (
     LoadWarning,
     ModelsLoaded,
     PairReady,
+    ReplyFailed,
     ReplyPurpose,
 )
-from spectui.ui.state import ChatState, PairState, ReplyState
-from spectui.ui.workers import (
-    UPDATE_INTERVAL,
-    LoadedHealth,
-    Post,
-    ReplyBatcher,
-    Throttle,
-    draft_is_target_model,
-    tqdm_posting,
-    unexpected,
-)
+from spectui.ui.state import ChatState, PairState
+from spectui.ui.workers import UPDATE_INTERVAL, ReplyBatcher, Throttle, tqdm_posting, unexpected
 
 if TYPE_CHECKING:
     from textual.message import Message
@@ -60,18 +54,17 @@ if TYPE_CHECKING:
 
 
 class ReplyPane(Protocol):
-    """What the engine host asks of the chat pane (`ChatPane`, which imports this module, so it
-    is declared here and checked against it where `SpectuiApp` joins them): the reply state and
-    message queue a reply worker posts to, the status line, and the pane's turns after a load."""
+    """What the engine host asks of the chat pane (`ChatPane`; checked where `SpectuiApp` joins
+    them): where a reply worker posts and the stop it reads, the status line while loading, and
+    the pane's turn once the models are ready or could not be loaded."""
 
-    replies: ReplyState
-
+    @property
+    def stop_requested(self) -> threading.Event: ...
     def post_message(self, message: Message) -> bool: ...
     def set_status(self, text: str, fraction: float | None = None, *, busy: bool = True) -> None: ...
-    def ready_status(self) -> None: ...
-    async def send_queued(self) -> None: ...
+    async def models_ready(self) -> None:
+        """The models are loaded and measured: ready, and the queued message sent."""
     async def cancel_queued(self, reason: str = ...) -> bool: ...
-    async def end_reply(self) -> None: ...
 
 
 class EngineClient(Protocol):
@@ -131,6 +124,18 @@ class EngineHost(Widget):
         self.pair.ready = False
         self.prepare_pair(name, pulled)
 
+    def step_k(self, delta: int) -> DraftLength:
+        """F2/F3: K one step down or up, from the reply's next cycle (`DraftControl.step`)."""
+        return self.pair.draft_control.step(delta)
+
+    def toggle_speculation(self) -> bool:
+        """F4: speculation off or on again, from the next cycle; whether it is now on."""
+        return self.pair.draft_control.toggle()
+
+    def set_drafter(self, kind: str) -> None:
+        """F7: the drafter the next cycles use."""
+        self.pair.draft_control.set_drafter(kind)
+
     def set_baseline(self, measured: Baseline) -> None:
         """A baseline measured for the loaded pair (after load, or by a reply that measured one)."""
         self.pair.baseline = measured
@@ -146,7 +151,7 @@ class EngineHost(Widget):
         self.pair.removed_noted.update(names)
         return names
 
-    # ----- the workers --------------------------------------------------------------------------
+    # ----- the workers: the session's methods, on threads -------------------------------------
 
     def load_models(self, options: ChatOptions) -> None:
         """Load the models in a worker. The past chats the suffix drafter learns from are read
@@ -157,14 +162,14 @@ class EngineHost(Widget):
     def _load_worker(self, options: ChatOptions, history: HistorySource) -> None:
         worker = get_current_worker()
         try:
-            plan = self._memory_plan(options)
+            plan = self._memory_plan(LoadSpec.of_chat(options, history))
             for warning in plan.warnings:
                 self.post_message(LoadWarning(warning))
-            if plan.gpu_header:
-                self.post_message(GpuUnused(plan.gpu_header))
-            with self.pair.session.lock:
-                self.pair.session.release()
-                self._load_locked(options, plan, lambda: worker.is_cancelled, history)
+            if plan.memory.gpu_header:
+                self.post_message(GpuUnused(plan.memory.gpu_header))
+            if plan.threads_note:
+                self.post_message(LoadWarning(plan.threads_note))
+            self._load_locked(options, plan, lambda: worker.is_cancelled)
         except LoadCancelled:
             return  # quitting or switching pairs: nothing to report
         except SpectuiError as error:
@@ -173,98 +178,60 @@ class EngineHost(Widget):
         except Exception as error:  # a bug, but the UI must not wait forever: say so, log the trace
             self.post_message(EngineFailed(unexpected(error, "loading the models"), "load"))
 
-    def _load_locked(self, options: ChatOptions, plan: memory.MemoryPlan,
-                     cancelled: Callable[[], bool], history: HistorySource | None = None) -> None:
-        from spectui.engine.generator import load_generator
+    def _memory_plan(self, spec: LoadSpec) -> LoadPlan:
+        """The worker's first step (`EngineSession.plan`): the memory plan and the threads."""
+        return self.pair.session.plan(spec)
 
-        progress = Throttle(self.post_message, f"loading {options.models_label}", cancelled=cancelled)
-        meter = machine.LoadMeter()
-        threads = options.threads or self._choose_threads(meter)
-        generator = load_generator(
-            options.target, plan.apply(options.drafter), n_ctx=options.n_ctx,
-            n_gpu_layers=plan.n_gpu_layers, n_threads=threads, progress=progress,
-            history=history, rpc=options.rpc, tensor_split=options.tensor_split,
+    def _load_locked(self, options: ChatOptions, plan: LoadPlan, cancelled: Callable[[], bool]) -> None:
+        """The worker's second step (`EngineSession.load`, under the session's lock): the models
+        loaded, installed and calibrated, each stage posted."""
+        report = LoadReport(
+            progress=Throttle(self.post_message, f"loading {options.models_label}", cancelled=cancelled),
+            loaded=lambda pair: self.post_message(ModelsLoaded(pair)),
+            calibrating=lambda: self.post_message(
+                LoadProgress("warming up and measuring the speculation-off baseline", None)),
         )
-        if cancelled():
-            generator.close()
-            return
-        self.pair.session.install(generator, options.mode)
-        chat_format = self.pair.session.chat_format
-        assert chat_format is not None
-        self.post_message(ModelsLoaded(options.target.name, generator.describe(),
-                                       chat_format.description, chat_format.mode,
-                                       recommended_sampling(generator.target.meta),
-                                       draft_is_target_model(generator)))
-        self.post_message(LoadProgress("warming up and measuring the speculation-off baseline", None))
-        text = baseline.COMPLETION_PROMPT if chat_format.is_completion else baseline.CALIBRATION_PROMPT
-        prompt = self.pair.session.prompt_tokens([ChatMessage("user", text)])
-        meter.others()
-        calibration = baseline.calibrate(generator, prompt, cancelled, options.calibration_tokens)
-        others = meter.others()
-        if calibration.baseline is not None:
-            calibration = replace(calibration, baseline=replace(calibration.baseline, others_load=others))
-        self.post_message(BaselineMeasured(calibration))
+        pair = self.pair.session.load(plan, report, cancelled)
+        if pair is not None and pair.calibration is not None:
+            self.post_message(BaselineMeasured(pair.calibration))
 
-    def _choose_threads(self, meter: machine.LoadMeter) -> int:
-        """One llama.cpp thread per core other programs leave free; said when that is fewer."""
-        others = meter.sample()
-        threads = machine.default_threads(others)
-        if threads < machine.cpu_count() and others is not None:
-            self.post_message(LoadWarning(
-                f"using {threads} of {machine.cpu_count()} CPU threads: other programs keep "
-                f"{others:.1f} cores busy (--threads N chooses)"))
-        return threads
-
-    def _memory_plan(self, options: ChatOptions) -> memory.MemoryPlan:
-        return memory.plan_run(options.target, options.drafter, options.n_ctx, options.n_gpu_layers)
-
-    def generate_reply(self, request: ReplyRequest, purpose: ReplyPurpose) -> Worker[None]:
-        """One reply through the reply core (`session.reply`), its events batched to the chat pane
-        (its messages, a failure too, in the pane's one queue)."""
+    def generate_reply(self, request: ReplyRequest, purpose: ReplyPurpose) -> ReplyBatcher:
+        """One reply through the session (`EngineSession.reply`) in a worker, its events batched
+        to the chat pane (its messages, a failure too, in the pane's one queue). The batcher is
+        made here, on the UI thread: the pane keeps it (what a quit saves)."""
         pane = self.client.chat_pane
-        return self._reply_worker(request, purpose, pane.replies, pane.post_message)
+        batcher = ReplyBatcher(pane.post_message, purpose, self.update_interval)
+        self._reply_worker(request, batcher, pane.stop_requested)
+        return batcher
 
     @work(thread=True, exclusive=True, group="engine", exit_on_error=False)
-    def _reply_worker(self, request: ReplyRequest, purpose: ReplyPurpose, replies: ReplyState,
-                      post: Post) -> None:
+    def _reply_worker(self, request: ReplyRequest, batcher: ReplyBatcher, stop: threading.Event) -> None:
         worker = get_current_worker()
-        stop = replies.stop_requested
 
         def cancelled() -> bool:
             return worker.is_cancelled or stop.is_set()
 
-        batcher = ReplyBatcher(post, purpose, self.update_interval)
-        replies.batcher = batcher
         try:
             for event in self.pair.session.reply(request, cancelled):
                 batcher.add(event)
         except SpectuiError as error:
             batcher.flush()
             fault = faults.of_error(error, "app")
-            post(EngineFailed(fault.line, "reply", fault.reload))
+            batcher.post(ReplyFailed(fault.line, fault.reload))
         except Exception as error:  # a bug, but the UI must leave its busy state: say so, log it
             batcher.flush()
-            post(EngineFailed(unexpected(error, "generating the reply"), "reply"))
+            batcher.post(ReplyFailed(unexpected(error, "generating the reply")))
         finally:
             batcher.done.set()
 
     def check_loaded(self) -> Worker[LoadedHealth]:
-        """Before a message is sent to models loaded a while ago: a model file that changed, an
-        RPC worker whose connection closed while idle (`Generator.check_health`), and the loaded
-        files since removed from disk. File and network calls: never on the UI thread."""
+        """Before a message is sent to models loaded a while ago (`EngineSession.check_health`):
+        file and network calls, never on the UI thread."""
         return self._health_worker()
 
     @work(thread=True, group="health", exit_on_error=False)
     def _health_worker(self) -> LoadedHealth:
-        with self.pair.session.lock:
-            generator = self.pair.session.generator
-            if generator is None:
-                return LoadedHealth()
-            try:
-                generator.check_health()
-            except SpectuiError as error:
-                return LoadedHealth(error, tuple(generator.removed_files()))
-            return LoadedHealth(None, tuple(generator.removed_files()))
+        return self.pair.session.check_health()
 
     @work(thread=True, exclusive=True, group="pull", exit_on_error=False)
     def prepare_pair(self, name: str, pulled: bool) -> None:
@@ -301,16 +268,17 @@ class EngineHost(Widget):
         await self.client.note(text, "warning")
 
     async def on_models_loaded(self, message: ModelsLoaded) -> None:
-        self.pair.drafters = message.drafters
-        self.pair.recommended_sampling = message.sampling
-        self.pair.loaded_mode = message.mode
-        self.pair.draft_same_model = message.draft_same_model
+        loaded = message.pair
+        self.pair.drafters = loaded.drafters
+        self.pair.recommended_sampling = loaded.sampling
+        self.pair.loaded_mode = loaded.mode
+        self.pair.draft_same_model = loaded.draft_same_model
         self.client.show_models(loaded=True)
         self.client.refresh_k()
-        for note in map(self.pair.options.renamed, message.drafters.notes):
+        for note in map(self.pair.options.renamed, loaded.drafters.notes):
             await self._warn(note, timeout=12)
-        if message.mode == "plain-chat":
-            await self._warn(message.template_note)
+        if loaded.mode == "plain-chat":
+            await self._warn(loaded.template)
         await self.client.show_examples()
 
     async def on_baseline_measured(self, message: BaselineMeasured) -> None:
@@ -320,10 +288,7 @@ class EngineHost(Widget):
         self.client.panel.measured(calibration.baseline,
                                    calibration.describe(with_figures=self.pair.options.show_timings))
         self.pair.ready = True
-        pane = self.client.chat_pane
-        pane.ready_status()
-        if pane.replies.queued is not None:
-            await pane.send_queued()
+        await self.client.chat_pane.models_ready()
 
     async def on_pair_ready(self, message: PairReady) -> None:
         kind = pair_drafter_kind(message.drafter, self.pair.options.drafter.kind)
@@ -334,7 +299,7 @@ class EngineHost(Widget):
         self.start_loading(options)
 
     async def on_engine_failed(self, message: EngineFailed) -> None:
-        """A load, a pull or (handed on by the chat pane, after the reply's last pieces) a reply failed."""
+        """A load or a pull failed (a reply's failure is the chat pane's: `ReplyFailed`)."""
         self.client.notify(message.text, severity="error", timeout=15)
         await self.client.note(message.text, "error")
         self.pair.reload_pending = self.pair.reload_pending or message.reload
@@ -345,7 +310,5 @@ class EngineHost(Widget):
             again = "your next message loads it again, or " if message.reload else ""
             pane.set_status(f"no model loaded: {again}pick a pair with ctrl+p", busy=False)
             await pane.cancel_queued("no model could be loaded for the queued message")
-        elif message.during == "pull":
-            pane.set_status("pull failed", busy=False)
         else:
-            await pane.end_reply()
+            pane.set_status("pull failed", busy=False)

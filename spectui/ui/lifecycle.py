@@ -72,9 +72,8 @@ class Lifecycle(AppCore):
             self._quit_now()
             return
         self.quit_state.quitting = code
-        self.replies.stop_requested.set()
+        self.chat_pane.stop_reply("stopping the reply, saving it, quitting…")
         self.save_streamed()
-        self.set_status("stopping the reply, saving it, quitting…", None)
         self.set_timer(QUIT_WAIT, self._quit_now)
 
     def _quit_now(self) -> None:
@@ -131,7 +130,7 @@ class Lifecycle(AppCore):
         chat pane still handles before the end saves the reply as interrupted, not finished."""
         self.quit_state.quit_line = line
         self.quit_state.quitting = code
-        self.replies.stop_requested.set()
+        self.chat_pane.stop_reply(status=None)  # nothing drawn: the terminal is gone
         batcher = self.replies.batcher
         if batcher is not None and self.replies.busy == "reply":
             batcher.done.wait(QUIT_WAIT)  # its last tokens, at its next cycle

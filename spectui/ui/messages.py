@@ -1,22 +1,23 @@
 """Every message a worker thread posts to the UI.
 
-Workers never touch widgets: they post one of these and the handlers of the node it is posted to
-(the engine host's, `spectui.ui.engine_host`; a reply's, the chat pane's), on the UI thread,
-update the screen. `post_message` is thread-safe. None bubbles: each is handled once, where it was posted.
+Workers never touch widgets or the app's state: they post one of these and the handlers of the
+node it is posted to (the engine host's, `spectui.ui.engine_host`, for a load or a pull; the chat
+pane's for a reply), on the UI thread, update the screen. `post_message` is thread-safe. None
+bubbles: each is handled once, where it was posted.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from textual.message import Message
 
-from spectui.engine.config import DraftLength, RecommendedSampling, SamplingConfig
-from spectui.engine.drafters.spec import DrafterInfo
+from spectui.engine.config import DraftLength, SamplingConfig
 from spectui.engine.events import CycleStats, GenerationStats
 from spectui.session.baseline import Calibration
+from spectui.session.pair_load import LoadedPair
 from spectui.session.reply import ReplyDone, ReplyPiece
 
 ReplyPurpose = Literal["reply", "compare"]
@@ -49,16 +50,9 @@ class GpuUnused(Message, bubble=False):
 class ModelsLoaded(Message, bubble=False):
     """Target and drafters are loaded and checked; a reply can start once the baseline is in."""
 
-    target_name: str
-    drafters: DrafterInfo
-    template_note: str
-    mode: str
-    """How prompts are made: `chat`, `completion` (a base model continues the text) or `plain-chat`."""
-    sampling: RecommendedSampling = field(default_factory=RecommendedSampling)
-    """Where a chat's sampling starts with these models (their GGUF's, else llama.cpp's)."""
-    draft_same_model: bool = False
-    """The draft is the target's model at another precision (read from their GGUF metadata in the
-    worker: the low-acceptance advice differs)."""
+    pair: LoadedPair
+    """What the loaded pair offers: its drafters, chat format and mode, recommended sampling,
+    whether the draft is the target's own model (read from their GGUF metadata in the worker)."""
 
 
 @dataclass
@@ -70,13 +64,24 @@ class BaselineMeasured(Message, bubble=False):
 
 @dataclass
 class EngineFailed(Message, bubble=False):
-    """A `SpectuiError` (load failure, incompatible pair, full context…): one line for the user."""
+    """A load or a pull failed (a `SpectuiError`: missing file, incompatible pair…, or a bug):
+    one line for the user. Posted to the engine host."""
 
     text: str
-    during: Literal["load", "reply", "pull", "baseline"]
+    during: Literal["load", "pull"]
     reload: bool = False
     """Loading the same models again may work once the cause is gone (a worker back, a file
     restored): the app's next message does it."""
+
+
+@dataclass
+class ReplyFailed(Message, bubble=False):
+    """A reply failed (a `SpectuiError`: a bad grammar, a lost worker…, or a bug): one line for
+    the user. Posted to the chat pane after the reply's last pieces."""
+
+    text: str
+    reload: bool = False
+    """As `EngineFailed.reload`."""
 
 
 @dataclass

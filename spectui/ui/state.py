@@ -1,12 +1,12 @@
-"""The app's state, grouped by the one part of the app that owns (writes) each piece.
+"""The app's state, grouped by the one part of the app that writes each piece, on the UI thread.
 
 `app.pair` (PairState) is held by the `EngineHost` widget (`#engine`, `engine_host.py`), which
-loads the models and runs every engine worker; `app.quit_state` (QuitState: `lifecycle.py`) by
-the app (`AppCore`); `app.chat` (ChatState) and `app.replies` (ReplyState) by the `ChatPane`
-widget (`#chat-column`), which draws them and runs the reply flow; the app's `chat_actions.py`
-and `controls.py` open chats and set them up, start comparisons and stop replies.
-Other parts read them; the notes on each class and field say who else writes one. The status
-line's text is the `StatusLine` widget's own, the panel's figures the `StatsPanel`'s (`PanelState`).
+runs the `EngineSession`'s methods in its workers; `app.quit_state` (QuitState: `lifecycle.py`)
+by the app (`AppCore`); `app.chat` (ChatState) and `app.replies` (ReplyState) by the chat column
+(`ChatColumn` and its subclass `ChatPane`, `#chat-column`), which draws them and runs the reply
+flow: the app's keys (`controls.py`, `chat_actions.py`) call its methods. Other parts read them;
+no worker thread writes any (`tests/test_ui_owners.py`). The status line's text is the
+`StatusLine` widget's own, the panel's figures the `StatsPanel`'s (`PanelState`).
 """
 
 from __future__ import annotations
@@ -42,9 +42,10 @@ class PairState:
     """The run's options with the pair loaded or loading (a picked pair, or `--resume`'s, replaces them)."""
     draft_control: DraftControl
     """K, speculation on/off and the drafter, shared with the reply thread's loop (read each
-    cycle); the keys (`controls.py`) change it in place through its methods, a new pair replaces it."""
+    cycle); the keys change it in place through the engine host's methods, a new pair replaces it."""
     session: EngineSession = field(default_factory=EngineSession)
-    """The loaded models; only the workers call into it (the UI thread reads `chat_format`)."""
+    """The one owner of the loaded models; only the workers call its methods (the UI thread reads
+    `chat_format`)."""
     drafters: DrafterInfo = field(default_factory=DrafterInfo)
     """What the loaded generator offers (empty until the models are loaded)."""
     recommended_sampling: RecommendedSampling | None = None
@@ -71,9 +72,9 @@ class PairState:
 
 @dataclass
 class ChatState:
-    """The chat on screen and the store it is saved in. Held by `ChatPane` (which draws a stored
-    chat and adds turns); `chat_actions.py` opens, resumes and sets chats up, `controls.py` starts
-    new ones and switches the colours."""
+    """The chat on screen and the store it is saved in. Written by the chat column alone (it draws
+    a stored chat and adds turns; the app's parts open, resume, set up and start chats and switch
+    the colours through its methods)."""
 
     store: SafeStore
     """The chats' SQLite store (UI thread only: the load worker gets the history read here)."""
@@ -89,9 +90,9 @@ class ChatState:
 
 @dataclass
 class ReplyState:
-    """The reply (or side-by-side re-run) in progress and the messages waiting for one. Held by
-    `ChatPane`, which runs the reply flow; `controls.py` starts a comparison and stops a reply,
-    the reply worker sets the batcher."""
+    """The reply (or side-by-side re-run) in progress and the messages waiting for one. Written by
+    the chat column alone, which runs the reply flow (the keys start a comparison and stop a reply
+    through its methods)."""
 
     busy: ReplyPurpose | None = None
     """What is generating now (`reply` or `compare`); None when idle."""
@@ -110,8 +111,8 @@ class ReplyState:
     editing: int | None = None
     """The turn being edited in the message box (Enter resends it in its place)."""
     batcher: ReplyBatcher | None = None
-    """The reply thread's batcher (what a quit saves when the screen cannot follow); set by the
-    reply worker."""
+    """The reply thread's batcher (what a quit saves when the screen cannot follow): made by the
+    engine host on the UI thread as the reply starts, kept here by the pane."""
 
 
 @dataclass

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from rich.table import Table
 from rich.text import Text
@@ -136,22 +135,6 @@ def low_acceptance_advice(totals: GenerationStats, k_label: str, same_model: boo
               else "a draft from the same family may agree more")
     return (f"acceptance stayed low ({totals.chain_acceptance_rate:.0%} at K={k_label}): try a smaller K "
             f"(F2), K=auto, or speculation off (F4); {better}")
-
-
-class ModelShape(Protocol):
-    def meta(self, key: str) -> str | None: ...
-
-
-SHAPE_KEYS = ("block_count", "embedding_length", "feed_forward_length", "attention.head_count")
-
-
-def same_model(target: ModelShape, draft: ModelShape) -> bool:
-    """True when the draft has the target's architecture and shape (layers, widths, heads) in its
-    GGUF metadata: the same model at another precision, as in the demo pair, not a smaller sibling."""
-    arch = target.meta("general.architecture")
-    if arch is None or arch != draft.meta("general.architecture"):
-        return False
-    return all(target.meta(f"{arch}.{key}") == draft.meta(f"{arch}.{key}") for key in SHAPE_KEYS)
 
 
 def acceptance_series(cycles: Iterable[CycleStats]) -> list[float]:

@@ -1,6 +1,5 @@
-"""What the engine's thread workers (`EngineHost`, `spectui.ui.engine_host`) report with and
-through: the reply batcher, the progress throttle, the pull's tqdm, what a health check found; and
-the close of the models as the app ends.
+"""What the engine's thread workers (`EngineHost`, `spectui.ui.engine_host`) report with: the
+reply batcher, the progress throttle, the pull's tqdm; and the close of the models as the app ends.
 
 Every engine call (llama.cpp, the engine's file and network checks) runs on a worker thread,
 never on the UI thread (tests/test_ui_threads.py holds the app to it). Each worker checks
@@ -15,21 +14,15 @@ import io
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual.message import Message
 from tqdm import tqdm
 
 from spectui.engine.events import CycleStats, GenerationStats, Progress
-from spectui.errors import SpectuiError
 from spectui.session.loaded import EngineSession
 from spectui.session.reply import ReplyDone, ReplyEvent, ReplyPiece
 from spectui.ui.messages import LoadProgress, ReplyFinished, ReplyPurpose, ReplyUpdate
-from spectui.ui.stats_panel import same_model
-
-if TYPE_CHECKING:
-    from spectui.engine.generator import Generator
 
 UPDATE_INTERVAL = 0.1  # seconds between ReplyUpdate messages: ~10 screen updates a second
 PROGRESS_INTERVAL = 0.1
@@ -135,24 +128,6 @@ def tqdm_posting(post: Post, is_cancelled: Callable[[], bool]) -> type[tqdm[Any]
             return shown
 
     return UiTqdm
-
-
-@dataclass(frozen=True)
-class LoadedHealth:
-    """What `EngineHost.check_loaded` found."""
-
-    fault: SpectuiError | None = None
-    """Why the loaded models cannot serve the next reply (None: they can)."""
-    removed: tuple[str, ...] = ()
-    """Names of loaded model files no longer on disk (the loaded copy still works)."""
-
-
-def draft_is_target_model(generator: Generator) -> bool:
-    """The draft model is the target's own at another precision (GGUF metadata reads: a worker's)."""
-    from spectui.engine.drafters.model import DraftModelDrafter
-
-    draft = generator.drafters.get("model")
-    return isinstance(draft, DraftModelDrafter) and same_model(generator.target, draft.model)
 
 
 def close_models(session: EngineSession, timeout: float = CLOSE_WAIT) -> bool:
