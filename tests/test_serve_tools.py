@@ -103,10 +103,12 @@ def test_with_auto_a_call_once_opened_is_a_call_that_parses(tool_server, tempera
 
 
 def test_with_auto_the_reply_is_free_until_a_call_opens(tool_server) -> None:
+    # K fixed: under K = auto the sampled text depends on the host's timings (a busy machine once
+    # sampled EOS early); either way the reply is text that ran on or ended, never a call.
     banned = ask(tool_server, QUESTION, tools=[WEATHER], temperature=0.8, seed=4, max_tokens=30,
-                 logit_bias={str(OPEN_ID): -100})
+                 logit_bias={str(OPEN_ID): -100}, k=3)
     choice = banned.choices[0]
-    assert choice.message.tool_calls is None and choice.finish_reason == "length"
+    assert choice.message.tool_calls is None and choice.finish_reason in ("length", "stop")
     assert len(choice.message.content or "") > 0  # free text: the lazy grammar never woke
 
 
