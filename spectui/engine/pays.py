@@ -31,13 +31,21 @@ MIN_WEIGHT = 4.0
 """A rate counts once this much (decayed) weight of cycles is behind it: five cycles."""
 HOLD_BELOW = 1.0
 """A drafter whose cycles ran below this fraction of the plain speed is held at K = 0."""
+RELEASE_ABOVE = 1.1
+"""A held drafter drafts again once its cycles (its probes) ran this much faster than plain ones.
+Above HOLD_BELOW on purpose: a drafter near break-even whose rate, noisy over a few cycles (more so
+when sampling), crossed 1.0 by luck was let go and ran a stretch of slower cycles before it was
+held again. What it gives up: a drafter that pays under 10 % (docs/BENCHMARKS.md, "never slower":
+scripted pairs with a busy machine's noise, with and without it)."""
 FIRST_PROBE = 8
 LAST_PROBE = 64
 """Cycles at K = 0 between probes of a held drafter: from the first to the last, doubling."""
 PLAIN_EVERY = 64
 """Speculative cycles between two plain ones while speculation pays."""
-CHANGED = 0.25
-"""The plain speed moved by more than this fraction since a hold began: probe now."""
+CHANGED = 0.4
+"""The plain speed moved by more than this fraction since a hold began: probe now. A load that
+doubles moves it by half; at 0.25 a busy machine's noise alone (its recent plain rate moving by a
+quarter) set probes off every few dozen cycles, each a slower cycle."""
 
 
 @dataclass
@@ -105,7 +113,7 @@ class PaysGuard:
         hold = self.holds.get(source)
         if hold is not None and hold.probing:
             hold.probing = False
-            paid = self.plain.tps > 0 and rate.last >= HOLD_BELOW * self.plain.tps
+            paid = self.plain.tps > 0 and rate.last >= RELEASE_ABOVE * self.plain.tps
             hold.every = FIRST_PROBE if paid else min(2 * hold.every, LAST_PROBE)
             hold.plain_tps = self.plain.tps
 
@@ -145,7 +153,7 @@ class PaysGuard:
                 return None if ratio is None else False
             self.holds[source] = Hold(self.plain.tps)
             return True
-        if ratio is not None and ratio >= HOLD_BELOW:
+        if ratio is not None and ratio >= RELEASE_ABOVE:
             del self.holds[source]  # a probe (or the plain speed) showed it pays again
             return False
         return not hold.probing  # a probe goes on until it is measured
