@@ -131,7 +131,12 @@ def calibrate(generator: Generator, chat_format: ChatFormat, prompt: list[int], 
     if warm is None:
         return Calibration(baseline)
     stats = warm.stats
-    return Calibration(baseline, stats.decode_tokens, stats.acceptance_rate, stats.decode_seconds)
+    calibration = Calibration(baseline, stats.decode_tokens, stats.acceptance_rate, stats.decode_seconds)
+    from spectui.session import head_order  # auto's pick among heads: this head's speed, remembered
+
+    head_order.record(generator, stats.decode_tokens, stats.decode_seconds, stats.acceptance_rate,
+                      None if baseline is None else baseline.tokens_per_second)
+    return calibration
 
 
 def _run(generator: Generator, chat_format: ChatFormat, prompt: list[int], tokens: int, control: DraftControl,

@@ -7,9 +7,12 @@ costs about `c` = draft bytes / target bytes of a target pass, and with a per-to
 `a` a draft of K tokens yields (1 - a^(K+1)) / ((1 - a)(1 + K c)) times the plain speed. `a` is
 a guess from the relation: 0.75 for the same family (`general.basename`), 0.6 for the same
 architecture, 0.5 otherwise; K = 4. The estimate only orders candidates; K = auto measures.
-A target carrying MTP heads needs no separate draft: they come first. An EAGLE-3 or DFlash head on
-disk that fits the target (`spectui.engine.heads.misfit`: its width, its layers, the tokenizer)
-comes before any draft model: it was trained on that target's own hidden states.
+A target carrying MTP heads needs no separate draft: they come first. An EAGLE-3, DFlash, DSpark
+or DFlash2 head on disk that fits the target (`spectui.engine.heads.misfit`: its width, its layers,
+the tokenizer) comes before any draft model: it was trained on that target's own hidden states.
+Where several heads could draft (the target's own MTP heads among them), `auto` runs the one
+measured fastest on this machine (`head_speeds`: each is measured once, by the calibration of the
+load that runs it), llama-server's order only breaking ties.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from spectui.catalog.local.discover import Discovery, LocalModel, describe_path,
 from spectui.catalog.local.index import LocalIndex
 from spectui.catalog.local.vocab import VocabChecker
 from spectui.engine.archs import FEATURE_HEAD_ARCHS
+from spectui.engine.heads import KIND_NAMES
 from spectui.errors import SpectuiError
 
 ESTIMATE_K = 4
@@ -177,7 +181,7 @@ def _pair_head(pairing: Pairing, target: LocalModel, head: LocalModel, checker: 
         pairing.refused.append(Refusal(head, why))
         return
     ratio = head.size / target.size if target.size else 1.0
-    relation = f"{FEATURE_HEAD_ARCHS[head.info.arch]} head"
+    relation = f"{KIND_NAMES.get(head.info.drafter, FEATURE_HEAD_ARCHS[head.info.arch])} head"
     pairing.drafts.append(DraftChoice(head, estimated_speedup(ratio, ACCEPTANCE_GUESS["family"]), relation, ratio))
 
 
@@ -249,10 +253,36 @@ def auto_draft_for(target_path: Path, *, mtp_supported: bool = False, kind: str 
             pairing = pair_target(target, found.models, checker)
     finally:
         index.save()
+    measured = measured_choice(pairing, kind, mtp_supported=mtp_supported)
+    if measured is not None:
+        head, why = measured
+        if head is None:
+            return None, f"{auto_message(pairing, mtp_supported=mtp_supported, kind=kind)}: {why}"
+        return head.model.path, auto_message(pairing, mtp_supported=mtp_supported, kind=kind, best=head, why=why)
     heads = kind == "auto" and mtp_supported and runs_own_heads(pairing)
     best = pairing.best_for(kind)
     chosen = None if heads or best is None else best.model.path
     return chosen, auto_message(pairing, mtp_supported=mtp_supported, kind=kind)
+
+
+def measured_choice(pairing: Pairing, kind: str, *, mtp_supported: bool) -> tuple[DraftChoice | None, str] | None:
+    """Where several heads could draft for kind `kind` (`auto`: every fitting head, and the
+    target's own MTP heads), the one measured fastest on this machine (`head_speeds.choose`) and
+    why; its draft is None for the target's own MTP heads. None when there is no choice to make."""
+    from spectui.catalog.local.head_speeds import Candidate, choose, measured_for
+
+    members = set(kind.split("+"))
+    if "model" in members:
+        return None
+    heads = [d for d in pairing.drafts
+             if d.model.info.kind == "head" and (kind == "auto" or d.model.info.drafter in members)]
+    own = kind == "auto" and mtp_supported and runs_own_heads(pairing)
+    candidates = [Candidate(None, "mtp")] if own else []
+    candidates += [Candidate(d.model.path, d.model.info.drafter) for d in heads]
+    if len(candidates) < 2:
+        return None
+    picked = choose(candidates, measured_for(pairing.target.path))
+    return (None if own and picked.index == 0 else heads[picked.index - own]), picked.reason
 
 
 def runs_own_heads(pairing: Pairing) -> bool:
@@ -262,19 +292,23 @@ def runs_own_heads(pairing: Pairing) -> bool:
     return pairing.mtp_layers == 1 and pairing.target.info.arch in MTP_HEAD_ARCHS
 
 
-def auto_message(pairing: Pairing, *, mtp_supported: bool, kind: str = "auto") -> str:
+def auto_message(pairing: Pairing, *, mtp_supported: bool, kind: str = "auto", best: DraftChoice | None = None,
+                 why: str = "") -> str:
+    """What `auto` picked for the target and why, one line (`best`, `why`: a measured choice)."""
     label = _label(pairing.target)
-    if kind == "auto" and mtp_supported and runs_own_heads(pairing):
+    if best is None and kind == "auto" and mtp_supported and runs_own_heads(pairing):
         return f"{label} drafts with its own MTP heads ({pairing.mtp_layers} layer(s)); no separate draft needed"
-    mtp = f"; its {pairing.mtp_layers} MTP layer(s) are not used yet" if pairing.mtp_layers else ""
-    best = pairing.best_for(kind)
+    own = kind == "auto" and mtp_supported and runs_own_heads(pairing)
+    mtp = f"; its {pairing.mtp_layers} MTP layer(s) are not used yet" if pairing.mtp_layers and not own else ""
+    best = best or pairing.best_for(kind)
     if best is not None:
+        because = f", {why}" if why else ""
         return (f"draft for {label}: {best.describe()}, picked automatically from "
-                f"{len(pairing.drafts)} compatible on disk{mtp}; --draft REF picks another")
+                f"{len(pairing.drafts)} compatible on disk{because}{mtp}; --draft REF picks another")
     smaller = [r for r in pairing.refused if not r.larger]
     why = f": {_label(smaller[0].model)}: {smaller[0].reason}" if smaller else ""
     refused = f" ({len(smaller)} smaller model(s) refused{why})" if smaller else ""
     hint = pairing.suggestion or "see `spectui list` for pairs to pull"
-    heads = [FEATURE_HEAD_ARCHS[m] for m in kind.split("+") if m in FEATURE_HEAD_ARCHS]
+    heads = [KIND_NAMES[m] for m in kind.split("+") if m in KIND_NAMES]
     what = f"{heads[0]} head" if heads else "draft"
     return f"no compatible {what} on disk for {label}{refused}; {hint}{mtp}"
