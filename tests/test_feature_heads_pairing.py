@@ -155,7 +155,8 @@ def test_local_pairing_puts_fitting_heads_first_and_refuses_the_misfit(local):
 def test_list_local_shows_the_heads_as_drafts(local, capsys):
     assert main(["list", "--local"]) == 0
     out = capsys.readouterr().out
-    assert f"  draft: {local / 'eagle3-llama.gguf'} (EAGLE-3 head, 42% of the target's size)" in out
+    assert f"  draft: {local / 'dflash-llama.gguf'} (DFlash head, 45% of the target's size)" in out  # neither measured
+    assert f"         {local / 'eagle3-llama.gguf'} (EAGLE-3 head, 42% of the target's size)" in out
     assert f"  refused: {local / 'eagle3-narrow.gguf'}: it reads hidden states 48 wide" in out
 
 

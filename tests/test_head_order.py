@@ -30,10 +30,12 @@ from spectui.catalog.local.head_speeds import (
     choose,
     file_id,
     measured_for,
+    order,
     read_speeds,
     remember,
     speeds_path,
 )
+from spectui.cli import main
 from spectui.engine import hostcost
 from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters.base import Budget, Proposal
@@ -76,6 +78,8 @@ def test_the_fastest_measured_wins_and_near_ties_go_by_llama_servers_order(tmp_p
         return {keys[spark]: figure("dspark", s), keys[flash]: figure("dflash", f), keys[eagle]: figure("eagle3", e)}
 
     assert choose(cands, figures(1.2, 1.5, 1.9)).index == 0  # eagle3: last in the order, fastest here
+    assert order(cands, figures(1.2, 1.5, 1.9)) == [0, 1, 2]
+    assert order(cands, figures(1.2, 1.5, 1.9) | {keys[flash]: figure("eagle3", 9.0)}) == [1, 0, 2]  # unmeasured first
     picked = choose(cands, figures(1.2, 1.9, 1.9))
     assert picked.index == 1  # a tie between dflash and eagle3: dflash first
     assert picked.reason == ("the fastest measured on this machine (1.90x the target alone, 2 within 5%: "
@@ -248,7 +252,7 @@ def local(folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spectui
     return folder
 
 
-def test_auto_measures_each_head_once_then_keeps_the_fastest(local):
+def test_auto_measures_each_head_once_then_keeps_the_fastest(local, capsys):
     target = local / "bigram-llama.gguf"
     spark, flash, eagle = (local / f"{kind}-llama.gguf" for kind in ("dspark", "dflash", "eagle3"))
     head, message = auto_draft_for(target)
@@ -265,6 +269,11 @@ def test_auto_measures_each_head_once_then_keeps_the_fastest(local):
     assert head == eagle and "the fastest measured on this machine (1.60x the target alone)" in message
     remember(target, spark, "dspark", 1.9, 32)  # a later load of the DSpark head measured it faster
     assert auto_draft_for(target)[0] == spark
+    # the listing, the app's local pairs and `auto` agree: heads in the order measured here
+    assert main(["list", "--local"]) == 0
+    out = capsys.readouterr().out.split("  draft: ", 1)[1]
+    where = [out.index(str(path)) for path in (spark, eagle, flash)]
+    assert where == sorted(where)
     # a kind asked for by name chooses among that kind's heads only
     assert auto_draft_for(target, kind="dflash")[0] == flash
 

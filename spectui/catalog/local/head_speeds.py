@@ -169,3 +169,14 @@ def choose(candidates: Sequence[Candidate], figures: Mapping[str, Measured]) -> 
     assert figure is not None
     tied = f", {len(near)} within {TIE_MARGIN:.0%}: llama-server's order decides" if len(near) > 1 else ""
     return Choice(i, f"the fastest measured on this machine ({figure.speedup:.2f}x the target alone{tied})")
+
+
+def order(candidates: Sequence[Candidate], figures: Mapping[str, Measured]) -> list[int]:
+    """Every candidate's index, in the order `choose` would pick them one after another."""
+    left = list(range(len(candidates)))
+    picked: list[int] = []
+    while left:
+        index = left[choose([candidates[i] for i in left], figures).index]
+        picked.append(index)
+        left.remove(index)
+    return picked

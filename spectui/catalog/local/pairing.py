@@ -158,8 +158,14 @@ def pair_target(target: LocalModel, candidates: list[LocalModel], checker: Vocab
             pairing.refused.append(Refusal(draft, reason))
         else:
             pairing.drafts.append(_choice(target, draft))
-    # heads first; then by pay-off (stable: ties keep store order)
+    # heads first, in the order measured on this machine; then by pay-off (stable: ties keep store order)
     pairing.drafts.sort(key=lambda d: (d.model.info.kind != "head", -d.estimate, d.model.size))
+    heads = [d for d in pairing.drafts if d.model.info.kind == "head"]
+    if len(heads) > 1:
+        from spectui.catalog.local.head_speeds import Candidate, measured_for, order
+
+        ranked = order([Candidate(d.model.path, d.model.info.drafter) for d in heads], measured_for(target.path))
+        pairing.drafts[: len(heads)] = [heads[i] for i in ranked]
     if not pairing.drafts and target.parameters >= SUGGEST_FROM_PARAMETERS:
         pairing.suggestion = catalog_suggestion(target)
     return pairing
