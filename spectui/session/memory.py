@@ -3,9 +3,12 @@
 Weights are estimated from the file sizes (all parts of a split GGUF), the KV cache from the
 GGUF header (attention layers × KV heads × head size × n_ctx, f16 keys and values). Recurrent
 and hybrid models add their recurrent state (f32), times 1 + n_rs_seq where the target keeps
-rollback snapshots (`spectui.engine.recurrent`). An EAGLE-3 / DFlash head adds, besides its own
-weights and one-layer KV cache, the target's tapped layer inputs it reads (n_batch rows of each
-tapped layer, f32, in the target's output buffer). Free RAM comes from
+rollback snapshots (`spectui.engine.recurrent`). An EAGLE-3 / DFlash / DSpark / DFlash2 head adds,
+besides its own weights and one-layer KV cache, the target's tapped layer inputs it reads (n_batch
+rows of each tapped layer, f32, in the target's output buffer). A DeepSeek-V4 DSpark head's stages
+keep one K and one V head per cell in a sliding-window cache, which llama.cpp makes full-size in
+spectui's head context (`swa_full`, llama_context_default_params' default): per context token like
+any head's (tests/test_head_memory.py holds this against llama.cpp's own log). Free RAM comes from
 /proc/meminfo (`MemAvailable`), free VRAM from llama.cpp's own device registry (every GPU it
 would spread layers over: CUDA, Metal, Vulkan, ROCm), else from `nvidia-smi`. When the weights
 would not fit in free VRAM, fewer target layers are offloaded instead of letting the load fail;
