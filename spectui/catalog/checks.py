@@ -8,9 +8,10 @@
   the target's architecture, carries MTP layers, was made for a target of this width
   (`embedding_length_out`: src/models/gemma4-assistant.cpp:31, common/speculative.cpp:1375),
   and shares the target's tokenizer.
-- `drafter = "eagle3"` / `"dflash"`: the draft is such a head and fits the target
-  (`spectui.engine.heads`: the width and layers it reads, a mask token for DFlash) and shares
-  its tokenizer.
+- `drafter = "eagle3"` / `"dflash"` / `"dspark"` / `"dflash2"`: the draft is such a head (a
+  DSpark head carries its Markov head, a DFlash2 head its selector) and fits the target
+  (`spectui.engine.heads`: the width and layers it reads, a mask token for the DFlash family)
+  and shares its tokenizer.
 
 Only GGUF headers are read, plus the vocabularies for the tokenizer check: no weights load.
 """

@@ -56,7 +56,7 @@ def format_table(rows: list[PairStatus]) -> str:
     """A plain table; pulled pairs get their paths on the lines below.
 
     DRAFTER is `model` (a draft GGUF), `mtp` (MTP heads or an MTP assistant) or `eagle3` /
-    `dflash` (a head that reads the target's hidden states); HYBRID says
+    `dflash` / `dspark` / `dflash2` (a head that reads the target's hidden states); HYBRID says
     whether the target mixes recurrent and attention layers (`?`: architecture unknown).
     """
     header = ("PAIR", "PULLED", "SIZE", "K", "DRAFTER", "HYBRID", "DESCRIPTION")

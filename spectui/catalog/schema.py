@@ -18,9 +18,10 @@ their names as the validation context `demo_pairs`, so this schema need not impo
 `drafter = "mtp"` drafts with the target's own multi-token-prediction heads (no `draft` table:
 the target GGUF carries `<arch>.nextn_predict_layers` > 0) or with an MTP assistant sidecar that
 reads the target's cache (a `draft` table naming e.g. `mtp-gemma-4-12B-it.gguf`, often in the
-target's own repo). `drafter = "eagle3"` / `"dflash"` drafts with an EAGLE-3 / DFlash head (the
-`draft` table: a head GGUF converted by llama.cpp for this target, which reads its hidden
-states). `target_arch` is llama.cpp's architecture name of the target (`qwen35`,
+target's own repo). `drafter = "eagle3"` / `"dflash"` / `"dspark"` / `"dflash2"` drafts with an
+EAGLE-3 / DFlash / DSpark / DFlash2 head (the `draft` table: a head GGUF converted by llama.cpp
+for this target, which reads its hidden states; a DeepSeek-V4 DSpark head is a `dspark`).
+`target_arch` is llama.cpp's architecture name of the target (`qwen35`,
 `gemma4`, ...), so `spectui list` can say before any download whether the target is hybrid.
 """
 
