@@ -296,3 +296,25 @@ def test_a_real_load_records_its_heads_figure(folder, spectui_home):
     measured = figures[file_id(head) or ""]
     assert measured.kind == "dspark" and measured.tokens == calibration.warm_tokens >= 8
     assert measured.acceptance == pytest.approx(calibration.warm_acceptance)
+
+
+def test_the_targets_own_mtp_heads_compete_with_the_heads_on_disk(local, monkeypatch):
+    """A target that carries an MTP head llama.cpp drafts with is one more candidate (measured
+    under `mtp`, no file of its own): first in llama-server's order, kept only while fastest."""
+    from spectui.catalog.local import pairing
+
+    monkeypatch.setattr(pairing, "runs_own_heads", lambda _pairing: True)  # as a qwen35 -MTP GGUF would
+    target = local / "bigram-llama.gguf"
+    spark, flash, eagle = (local / f"{kind}-llama.gguf" for kind in ("dspark", "dflash", "eagle3"))
+    head, message = auto_draft_for(target, mtp_supported=True)
+    assert head is None and message.endswith("no separate draft needed: not yet measured on this machine: this "
+                                             "load measures it (0 of 4 measured; the fastest is kept)")
+    assert auto_draft_for(target, mtp_supported=False)[0] == spark  # MTP cannot run here: heads only
+    for path, kind, speed in ((None, "mtp", 1.5), (spark, "dspark", 1.2), (flash, "dflash", 1.1),
+                              (eagle, "eagle3", 1.0)):
+        remember(target, path, kind, speed, 32)
+    head, message = auto_draft_for(target, mtp_supported=True)
+    assert head is None and "the fastest measured on this machine (1.50x the target alone)" in message
+    remember(target, flash, "dflash", 2.5, 32)  # measured faster again: (1.1 * 32 + 2.5 * 32) / 64 = 1.8
+    head, message = auto_draft_for(target, mtp_supported=True)
+    assert head == flash and "(1.80x the target alone)" in message

@@ -38,7 +38,9 @@ target carries them and no separate draft model was named. An EAGLE-3 or DFlash 
 only when `--draft` names one (a head is never a draft model), and drafts alone like MTP heads.
 A draft model runs behind the suffix lookup, which proposes only when its calibrated odds pay
 for the verify rows. Among heads, llama-server's order (mtp > dspark > dflash > eagle3; DFlash2
-beside DFlash) only breaks ties: one `--draft` names one head, so one head kind is ever built."""
+beside DFlash) only breaks ties: one `--draft` names one head, so one head kind is ever built, and
+where several heads on disk fit a target, `auto` picks the file measured fastest on this machine
+(`spectui.catalog.local.head_speeds`, measured by each load's calibration)."""
 
 
 def kind_names() -> list[str]:
