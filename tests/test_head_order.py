@@ -35,6 +35,7 @@ from spectui.catalog.local.head_speeds import (
     remember,
     speeds_path,
 )
+from spectui.chat.template import ChatFormat
 from spectui.cli import main
 from spectui.engine import hostcost
 from spectui.engine.config import SamplingConfig
@@ -47,6 +48,8 @@ from spectui.session import baseline, head_order
 N_VOCAB = 32
 PASS_S = 0.010
 """A one-row target pass: 10 virtual ms."""
+NO_TEMPLATE = ChatFormat(template=None, mode="completion")
+"""The calibration replies to prompt tokens as they are: the scripted target needs no template."""
 
 
 def figure(kind: str, speedup: float) -> Measured:
@@ -178,7 +181,7 @@ def calibrate_with(clock: Clock, target: Path, kind: str, head: Path, right: boo
     scripted = CostedTarget(clock, target)
     generator = Generator(scripted, {kind: CostedHead(clock, scripted, kind, head, right)})  # type: ignore[arg-type,dict-item]
     assert generator.default_kind == kind
-    return baseline.calibrate(generator, [1, 2, 3, 4], lambda: False)
+    return baseline.calibrate(generator, NO_TEMPLATE, [1, 2, 3, 4], lambda: False)
 
 
 @pytest.fixture
@@ -221,7 +224,7 @@ def test_a_calibration_without_a_head_records_nothing(clock, files, spectui_home
     scripted = CostedTarget(clock, files.target)
     model = ScriptedDrafter(lambda context, k: [0] * k, source="model")
     model.model = SimpleNamespace(path=files.spark)  # type: ignore[attr-defined]
-    baseline.calibrate(Generator(scripted, {"model": model}), [1, 2, 3], lambda: False)  # type: ignore[arg-type]
+    baseline.calibrate(Generator(scripted, {"model": model}), NO_TEMPLATE, [1, 2, 3], lambda: False)  # type: ignore[arg-type]
     assert not speeds_path().exists()
     assert head_order.speedup(4, 1.0, 10.0) is None  # too few tokens say nothing
     assert head_order.speedup(32, 1.0, None) is None
@@ -288,7 +291,8 @@ def test_a_real_load_records_its_heads_figure(folder, spectui_home):
     generator = load_generator(target, DrafterSpec("auto", head), n_ctx=512, n_threads=1)
     try:
         assert generator.default_kind == "dspark"
-        calibration = baseline.calibrate(generator, generator.target.tokenize("Once upon a time"), lambda: False)
+        calibration = baseline.calibrate(generator, ChatFormat.from_model(generator.target),
+                                         generator.target.tokenize("Once upon a time"), lambda: False)
     finally:
         generator.close()
     figures = measured_for(target)
