@@ -12,11 +12,14 @@ from hub_server import DRAFT_REPO, TARGET_REPO, FakeHub, pair_toml, write_catalo
 
 
 @pytest.fixture(scope="session", autouse=True)
-def small_first_demo() -> Iterator[None]:
-    """A bare start opens the small chat demo in every test (and every `spectui` a test starts):
-    the shipped first start, demo-wide, builds 3.7 GB. Tests of that choice remove the variable."""
+def session_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """For every test (and every `spectui` a test starts): a bare start opens the small chat demo
+    (the shipped first start, demo-wide, builds 3.7 GB; tests of that choice remove the variable),
+    and spectui's directories are a temporary home unless a test asks for its own (`spectui_home`):
+    no test writes into the user's real cache, such as the heads' measured speeds."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SPECTUI_FIRST_DEMO", "demo")
+        patch.setenv("SPECTUI_HOME", str(tmp_path_factory.mktemp("session-home")))
         yield
 
 
