@@ -271,6 +271,9 @@ def test_the_reason_reads_plainly() -> None:
     slower = HoldBack("model", "slower", 0.45, 0.93, 0.8, realised=0.82)
     assert slower.describe() == ("speculation ran at 0.82x speculation off (this draft costs 45 % of a target "
                                  "pass, 93 % accepted): holding at K = 0, trying again now and then")
+    marginal = HoldBack("model", "slower", 0.36, 0.95, 0.8, realised=1.05)  # under RELEASE_ABOVE: still held
+    assert marginal.describe().startswith("speculation ran at only 1.05x speculation off")
+    assert "holding at K = 0 until it clearly pays" in marginal.describe()
 
 
 def test_a_hold_is_reported_only_for_the_drafters_asked_this_cycle() -> None:

@@ -66,6 +66,9 @@ class HoldBack:
                 else f"{who} runs no forward pass")
         now = f"{_percent(self.acceptance)} accepted"
         if self.why == "slower" and self.realised is not None:
+            if self.realised >= 1.0:  # held, and its probes gain too little to be let go
+                return (f"speculation ran at only {self.realised:.2f}x speculation off ({cost}, {now}): "
+                        "holding at K = 0 until it clearly pays, trying again now and then")
             return (f"speculation ran at {self.realised:.2f}x speculation off ({cost}, {now}): "
                     "holding at K = 0, trying again now and then")
         pays = ("it cannot pay here even at 100 % acceptance" if self.breakeven is None
