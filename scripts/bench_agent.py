@@ -101,7 +101,7 @@ def tool_ready(target: Path, work: Path) -> Path:
     """`target`, or where its template has no tool-call syntax a copy of it carrying Qwen 2.5's
     template (made once in `work`, named after the target's path, size and time)."""
     from spectui.chat.tool_calls import tool_syntax
-    from spectui.engine.gguf_file import read_metadata
+    from spectui.engine.files.gguf_file import read_metadata
 
     if tool_syntax(str(read_metadata(target).get("tokenizer.chat_template") or "")) is not None:
         return target

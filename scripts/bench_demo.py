@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from spectui.catalog import demo
-from spectui.engine import sampling
 from spectui.engine.config import SamplingConfig
-from spectui.engine.model import LlamaModel
+from spectui.engine.model.llama_model import LlamaModel
+from spectui.engine.step import sampling
 
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 

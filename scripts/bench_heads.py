@@ -315,7 +315,7 @@ def main() -> int:
         return 2
     with tempfile.TemporaryDirectory() as tmp:
         if args.target:
-            from spectui.engine.heads import head_kind
+            from spectui.engine.files.heads import head_kind
 
             kind = head_kind(args.draft) if args.draft is not None else None
             if kind is None:

@@ -6,7 +6,7 @@
 
 On a GPU one verify pass of a 7B target takes ~10-20 ms, so what the host does per cycle outside
 llama.cpp's compute calls (reading K+1 rows of logits, sampling, acceptance, bookkeeping) must stay
-a small share of it. This measures that time (`spectui.engine.hostcost`: the same figures as
+a small share of it. This measures that time (`spectui.engine.llama.hostcost`: the same figures as
 `spectui bench --json`'s `host_ms_per_cycle`) on generated pairs with real-size vocabularies and
 one tiny layer, where llama.cpp's part is small and the host's shows:
 
@@ -83,7 +83,7 @@ def strided_top_k_ids(logits, k: int):
     scan for the ones that passed), then a partition of those few."""
     import numpy as np
 
-    from spectui.engine import sampling
+    from spectui.engine.step import sampling
 
     n_vocab = logits.shape[-1]
     sample = logits[::32]
@@ -109,7 +109,8 @@ def old_path() -> Iterator[None]:
     """The host code as it was before issue #39 (or #27, `--old 27`), swapped in for the duration."""
     import numpy as np
 
-    from spectui.engine import model, sampling
+    from spectui.engine.model import llama_model as model
+    from spectui.engine.step import sampling
 
     if OLD == "39":
         saved_top_k = sampling.top_k_ids
@@ -220,8 +221,8 @@ def llama_side(args: argparse.Namespace, directory: Path) -> list[dict]:
     argmax a single-thread scalar loop (ops.cpp:1570, vec.h:1618). Not used by spectui yet."""
     import llama_cpp
 
-    from spectui.engine.buffers import MAX_LOGIT_ROWS
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.llama.buffers import MAX_LOGIT_ROWS
+    from spectui.engine.model.llama_model import LlamaModel
 
     defaults = llama_cpp.llama_context_default_params
 
@@ -271,7 +272,7 @@ def _one_pass(model, tokens: list[int], kind: str, way: str) -> list:
     import llama_cpp
     import numpy as np
 
-    from spectui.engine import sampling
+    from spectui.engine.step import sampling
 
     n = len(tokens)
     if way == "numpy":
@@ -320,7 +321,7 @@ def _compare_sides(models: dict, n_vocab: int, n_rows: int, rounds: int) -> list
 
 def machine_facts(args: argparse.Namespace) -> dict:
     """Where the figures were taken: the host, and llama.cpp's build and devices (a GPU or not)."""
-    from spectui.engine.build_info import read_build_info
+    from spectui.engine.llama.build_info import read_build_info
     from spectui.session.machine import cpu_count
 
     return {"platform": platform.platform(), "processor": platform.processor(), "cores": cpu_count(),
@@ -362,7 +363,7 @@ def main() -> int:
                                              "llama_sampling": found}, indent=1))
         return 0
 
-    from spectui.engine import hostcost
+    from spectui.engine.llama import hostcost
 
     if args.clock == "cpu":
         hostcost.use_clock(time.thread_time)

@@ -161,7 +161,7 @@ def spectui_rows(setup: Setup, work: Workload, drafter: str, temperature: float,
 def rendered_prompts(target: Path, texts: list[str]) -> list[str]:
     """Exactly the text spectui tokenizes for each prompt (the model's chat format, one user turn)."""
     from spectui.chat.template import ChatFormat, ChatMessage
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.model.llama_model import LlamaModel
 
     with LlamaModel.load(target, n_ctx=256) as model:
         chat_format = ChatFormat.from_model(model)

@@ -396,7 +396,7 @@ def rendered(target: Path, text: str | Sequence[tuple[str, str]]) -> str:
     """`text` as one user turn (or these (role, content) turns) in the target's chat template (a
     base model's: the text itself)."""
     from spectui.chat.template import ChatFormat, ChatMessage
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.model.llama_model import LlamaModel
 
     turns = [("user", text)] if isinstance(text, str) else text
     with LlamaModel.load(target, n_ctx=0, vocab_only=True) as model:

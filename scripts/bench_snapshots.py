@@ -62,7 +62,7 @@ def generate(shape: str, n_layer: int, f16: bool, directory: Path) -> Path:
 
 
 def rs_mib() -> float | None:
-    from spectui.engine import llama_log
+    from spectui.engine.llama import llama_log
 
     lines = [m for _, m in llama_log._lines if "llama_memory_recurrent: size =" in m]
     return float(re.search(r"size =\s+([\d.]+) MiB", lines[-1])[1]) if lines else None
@@ -103,7 +103,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     args = parser.parse_args()
 
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.model.llama_model import LlamaModel
 
     with tempfile.TemporaryDirectory() as tmp:
         f16 = args.f16 or args.shape == "qwen35-9b-like"

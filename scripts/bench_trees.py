@@ -336,7 +336,7 @@ def _table(table) -> list[dict]:
 
 def write_prompts(target: Path, texts: list[str]) -> list[Path]:
     from spectui.chat.template import ChatFormat, ChatMessage
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.model.llama_model import LlamaModel
 
     folder = Path(tempfile.mkdtemp(prefix="spectui-trees-prompts-"))
     with LlamaModel.load(target, n_ctx=256) as model:

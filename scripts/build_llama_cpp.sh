@@ -52,7 +52,7 @@ fi
 build="$CACHE/build"
 no_amx=()
 # This llama.cpp's AMX kernels fault on their first tile instruction (SIGILL on a Q8_0 model; see
-# spectui/engine/build_info.py:cpu_extra_buffers_usable): on a CPU with AMX, build them out. The
+# spectui/engine/llama/build_info.py:cpu_extra_buffers_usable): on a CPU with AMX, build them out. The
 # tools keep their repacked layouts, which spectui gives up on such a host: the yardstick's favour.
 if grep -qw amx_int8 /proc/cpuinfo 2>/dev/null; then no_amx=(-DCMAKE_C_FLAGS=-mno-amx-int8 -DCMAKE_CXX_FLAGS=-mno-amx-int8); fi
 generator=()

@@ -29,7 +29,7 @@ def nvidia_used_mib() -> int | None:
 
 
 def free_device_bytes() -> int:
-    from spectui.engine.build_info import read_build_info
+    from spectui.engine.llama.build_info import read_build_info
 
     return sum(d.free_bytes for d in read_build_info().gpus)
 

@@ -14,7 +14,8 @@ its own modules would be a circle: a module that imports its package *by name* i
 It prints three things and exits 1 if any is there:
 - circles between modules (strongly connected components of the graph, one shortest cycle each);
 - circles between units: the top-level folders (engine, session, ...) and top-level modules;
-- upward imports: a unit importing a unit of a higher layer in `LAYERS`.
+- upward imports: a unit importing a unit of a higher layer in `LAYERS`, or, inside a unit that has
+  layers of its own (`INNER_LAYERS`: the engine's), a part importing a part of a higher one.
 tests/test_import_graph.py runs it on spectui/ and on small packages built to fail.
 """
 
@@ -48,6 +49,27 @@ conversations and models; a session (the reply core, the memory plan, the option
 every front end drives. Export reads a saved chat (the app's F10 uses it too); the front ends (the
 app, serve, bench, the RPC worker) each stand alone; the command line picks one."""
 
+ENGINE_LAYERS: Sequence[tuple[str, frozenset[str]]] = (
+    ("llama.cpp", frozenset({"llama"})),
+    ("rpc", frozenset({"rpc"})),
+    ("files", frozenset({"files"})),
+    ("model", frozenset({"model"})),
+    ("terms", frozenset({"config", "events"})),
+    ("step", frozenset({"step"})),
+    ("planning", frozenset({"planning"})),
+    ("drafters", frozenset({"drafters"})),
+    ("doubles", frozenset({"doubles"})),
+    ("loop", frozenset({"generator", "textstream"})),
+)
+"""The engine's own layers, lowest first (docs/ARCHITECTURE.md, "The engine by layer"): a part (a
+folder or module of engine/) may import its own layer and those below it. llama.cpp's boundary
+(bindings, devices, build, log, buffers), the target on other machines (rpc), facts from a GGUF
+before a load (files), one loaded model and its rollback (model), what the engine is asked and
+says (config, events), the step (sampling, trees, the rule and its contracts with a target and a
+drafter), planning K, the drafters, the test doubles, and the loop on top (generator)."""
+
+INNER_LAYERS: Mapping[str, Sequence[tuple[str, frozenset[str]]]] = {"engine": ENGINE_LAYERS}
+
 
 @dataclass(frozen=True)
 class Edge:
@@ -74,6 +96,12 @@ class Graph:
         `__init__` is the package's name."""
         parts = module.split(".")
         return parts[1] if len(parts) > 1 else parts[0]
+
+    def part(self, module: str) -> str | None:
+        """The folder or module of its unit a module belongs to (`step` for `spectui.engine.step.tree`);
+        None for the unit itself (its package's `__init__`)."""
+        parts = module.split(".")
+        return parts[2] if len(parts) > 2 else None
 
     def unit_successors(self) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {self.unit(name): set() for name in self.modules}
@@ -256,21 +284,42 @@ class Report:
         out = [f"circle: {' -> '.join(cycle)}" for cycle in self.circles]
         out += [f"circle between folders: {' -> '.join(cycle)}" for cycle in self.unit_circles]
         out += [f"upward: {edge.source} -> {edge.target} ({edge.where})" for edge in self.upward]
-        out += [f"in no layer: {unit} (add it to LAYERS)" for unit in self.unplaced]
+        out += [f"in no layer: {unit} (add it to LAYERS, or INNER_LAYERS for a part)" for unit in self.unplaced]
         return out
 
 
+def _placed(name: str, layers: Sequence[tuple[str, frozenset[str]]]) -> bool:
+    return any(name in members for _, members in layers)
+
+
+def _inner_upward(graph: Graph, edge: Edge, inner: Mapping[str, Sequence[tuple[str, frozenset[str]]]]) -> bool:
+    """An edge inside one unit with layers of its own, from a part to a part of a higher layer."""
+    unit = graph.unit(edge.source)
+    source, target = graph.part(edge.source), graph.part(edge.target)
+    if unit != graph.unit(edge.target) or unit not in inner or source is None or target is None:
+        return False
+    layers = inner[unit]
+    if not (_placed(source, layers) and _placed(target, layers)):
+        return False
+    return layer_of(source, layers) < layer_of(target, layers)
+
+
 def check(package_dir: Path, layers: Sequence[tuple[str, frozenset[str]]] = LAYERS,
-          graph: Graph | None = None) -> Report:
+          graph: Graph | None = None,
+          inner: Mapping[str, Sequence[tuple[str, frozenset[str]]]] = INNER_LAYERS) -> Report:
     graph = graph or build_graph(package_dir)
     modules = graph.successors()
     units = graph.unit_successors()
     circles = [shortest_cycle(c, modules) for c in strongly_connected(modules)]
     unit_circles = [shortest_cycle(c, units) for c in strongly_connected(units)]
-    unplaced = sorted(u for u in units if not any(u in members for _, members in layers))
+    unplaced = sorted(u for u in units if not _placed(u, layers))
+    unplaced += sorted({f"{graph.unit(m)}.{part}" for m in graph.modules
+                        if graph.unit(m) in inner and (part := graph.part(m)) is not None
+                        and not _placed(part, inner[graph.unit(m)])})
     upward = [edge for edge in graph.edges
-              if graph.unit(edge.source) not in unplaced and graph.unit(edge.target) not in unplaced
-              and layer_of(graph.unit(edge.source), layers) < layer_of(graph.unit(edge.target), layers)]
+              if (graph.unit(edge.source) not in unplaced and graph.unit(edge.target) not in unplaced
+                  and layer_of(graph.unit(edge.source), layers) < layer_of(graph.unit(edge.target), layers))
+              or _inner_upward(graph, edge, inner)]
     return Report(circles, unit_circles, upward, unplaced)
 
 

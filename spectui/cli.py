@@ -301,7 +301,7 @@ def _name_where_files_come_from() -> None:
     pull PAIR`): the catalog knows the stores, and hands that to the engine, which does not
     import it."""
     from spectui.catalog.local.origin import refetch_hint
-    from spectui.engine import gguf_file
+    from spectui.engine.files import gguf_file
 
     gguf_file.use_refetch_hint(refetch_hint)
 

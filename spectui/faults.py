@@ -143,7 +143,7 @@ def interrupted(signum: int) -> Fault:
 def bus_fault(surface: Surface = "command") -> Fault:
     """A SIGBUS while models were loaded: a file llama.cpp maps was cut under it (the one that
     changed is named, when it can be found)."""
-    from spectui.engine.loaded_file import first_change
+    from spectui.engine.model.loaded_file import first_change
 
     what = first_change() or "a model file changed on disk while llama.cpp was reading it"
     return of_error(ModelFileError(what), surface)

@@ -10,7 +10,7 @@ MAX_DRAFT = 16
 
 MAX_LOOKUP_DRAFT = 31
 """The most tokens a lookup (`ngram`, `suffix`) may propose in one cycle at K = auto: a verify
-pass of 32 rows, as many as the target keeps logits for (`engine.model.MAX_LOGIT_ROWS`). A
+pass of 32 rows, as many as the target keeps logits for (`engine.llama.buffers.MAX_LOGIT_ROWS`). A
 lookup costs no forward pass and its gate weighs each proposal against the measured cost of its
 verify rows, so it may go past MAX_DRAFT; a drafter that runs a network pays a pass per token
 and stays within MAX_DRAFT. On the demo pair a repeated 24-token line then takes one lookup
@@ -18,7 +18,7 @@ cycle instead of two (docs/BENCHMARKS.md, issue #13)."""
 
 MAX_TREE_LEAVES = 16
 """The most leaves (branches) a token tree may have: llama.cpp sequences in the target's context
-(`llama_context_params.n_seq_max`, one per root-to-leaf path, engine/tree_cache.py). A tree's
+(`llama_context_params.n_seq_max`, one per root-to-leaf path, engine/model/tree_cache.py). A tree's
 nodes are bounded by the rows the target keeps logits for (MAX_LOOKUP_DRAFT + 1, with `last`)."""
 
 CTX_STEP = 256
@@ -130,7 +130,7 @@ MAX_GRAMMAR_CHARS = 1 << 18
 
 MAX_GRAMMAR_DEPTH = 2048
 """Groups nested in a grammar: llama.cpp's parser recurses twice per level on the C stack
-(about 450 bytes a level, measured: engine/grammar_bounds.py)."""
+(about 450 bytes a level, measured: engine/step/grammar_bounds.py)."""
 
 MAX_GRAMMAR_RULES = 1 << 14
 """Rules in a grammar once parsed (named, groups, and those repetitions add): llama.cpp walks

@@ -5,7 +5,7 @@
   prints figures from the run it cut. The chat app saves the reply in progress first
   (`spectui.ui.quitting`).
 * SIGBUS: llama.cpp reads weights through a memory map of the model file; a file truncated in
-  place while loaded (see `spectui.engine.loaded_file`) raises SIGBUS in the thread that reads a
+  place while loaded (see `spectui.engine.model.loaded_file`) raises SIGBUS in the thread that reads a
   lost page. Left alone the process dies with "Bus error" (and a terminal in raw mode). Python's
   handler for it only sets a flag, so the faulting thread faults again and again and never
   returns; but the *main* thread runs the Python-level handler at its next bytecode, which names

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from spectui.engine.autodraft import AutoDraft
-from spectui.engine.drafters.base import Proposal
-from spectui.engine.speculative import StepResult
+from spectui.engine.planning.autodraft import AutoDraft
+from spectui.engine.step.drafter import Proposal
+from spectui.engine.step.speculative import StepResult
 
 MODEL = "model"
 

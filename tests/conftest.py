@@ -51,7 +51,7 @@ def eos_pair(tmp_path_factory: pytest.TempPathFactory) -> tiny_gguf.TinyPair:
     token that the greedy reply to EOS_PROMPT produces for the first time at position 6 or later:
     replies end there, mid-draft for some K.
     """
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.model.llama_model import LlamaModel
 
     probe = tiny_gguf.write_pair(tmp_path_factory.mktemp("probe"))
     with LlamaModel.load(probe.target, n_ctx=256) as target:

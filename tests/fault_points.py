@@ -149,7 +149,7 @@ def install(plan: Plan, patch: Patch = setattr) -> Injector:
     """Wrap `Generator.generate` (and, for `load`, the load's progress) to fire `plan`. In a
     test's own process, pass `monkeypatch.setattr` as `patch` so that it is undone."""
     from spectui.engine import generator as generator_module
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.model.llama_model import LlamaModel
 
     injector = Injector(plan)
     generate = generator_module.Generator.generate

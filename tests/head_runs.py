@@ -15,9 +15,9 @@ import tiny_bigram
 
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.drafters import DrafterSpec
-from spectui.engine.drafters.base import FixedBudget
 from spectui.engine.events import Finished
 from spectui.engine.generator import Generator, load_generator
+from spectui.engine.step.drafter import FixedBudget
 
 THREADS = 1  # these tiny models decode in about a millisecond: threads only add synchronisation
 PROMPTS = ["The story of the wind", "Once upon a time", "Hello there", "in the"]

@@ -12,11 +12,11 @@ import pytest
 from numerics import RowRecorder
 from scipy.stats import chisquare
 
-from spectui.engine import sampling, speculative
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import FixedBudget
 from spectui.engine.generator import load_generator
-from spectui.engine.model import LlamaModel
+from spectui.engine.model.llama_model import LlamaModel
+from spectui.engine.step import sampling, speculative
+from spectui.engine.step.drafter import FixedBudget
 
 N_STEPS = 4000
 

@@ -10,8 +10,8 @@ import lossless
 import numpy as np
 
 from spectui.engine.drafters import DrafterSpec
-from spectui.engine.drafters.base import FixedBudget
 from spectui.engine.generator import Generator
+from spectui.engine.step.drafter import FixedBudget
 
 THREADS = 1  # these tiny models decode in about a millisecond: threads only add synchronisation
 

@@ -120,7 +120,7 @@ class RowRecorder:
 def batch_invariant_backend() -> bool:
     """True where llama.cpp computes on the CPU alone (this suite's tiny models go to a GPU by
     default when the build has one): there a reply must not change with the passes' widths."""
-    from spectui.engine.build_info import read_build_info
+    from spectui.engine.llama.build_info import read_build_info
 
     return not read_build_info().gpu_offload
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from autodraft_cycles import MODEL, feed_cycles, step
 
-from spectui.engine.autodraft import FIRST_GUESS_K, PROBE_EVERY, PROBE_K, AutoDraft
-from spectui.engine.pays import LAST_PROBE
+from spectui.engine.planning.autodraft import FIRST_GUESS_K, PROBE_EVERY, PROBE_K, AutoDraft
+from spectui.engine.planning.pays import LAST_PROBE
 
 
 def test_nothing_measured_gives_the_first_guess():

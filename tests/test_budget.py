@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from autodraft_cycles import feed_cycles
 
-from spectui.engine.autodraft import AutoDraft
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import Budget, BudgetDefaults, BudgetView, CappedBudget, FixedBudget
 from spectui.engine.drafters.chain import AheadOf, Behind
-from spectui.engine.draftplan import Calibration, DraftPlan
+from spectui.engine.planning.autodraft import AutoDraft
+from spectui.engine.step.drafter import Budget, BudgetDefaults, BudgetView, CappedBudget, FixedBudget
+from spectui.engine.step.draftplan import Calibration, DraftPlan
 
 QUESTIONS = sorted(name for name in vars(Budget) if not name.startswith("_"))
 """What a drafter may ask of a budget, read from the protocol itself."""

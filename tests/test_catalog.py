@@ -127,7 +127,7 @@ def test_2026_pairs_the_issues_ask_for() -> None:
 
 
 def test_archs_lists_agree_with_each_other() -> None:
-    from spectui.engine import archs
+    from spectui.engine.files import archs
 
     assert archs.ROLLBACK_ARCHS <= archs.HYBRID_ARCHS
     assert not archs.RECURRENT_ARCHS & archs.HYBRID_ARCHS

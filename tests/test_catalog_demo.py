@@ -14,7 +14,7 @@ import tiny_gguf
 from spectui.catalog import demo, list_pairs, resolve_pair
 from spectui.catalog.pull import check_complete
 from spectui.catalog.resolve import remove_pair
-from spectui.engine.compat import check_compatible_files
+from spectui.engine.model.file_checks import check_compatible_files
 from spectui.errors import CatalogError
 
 

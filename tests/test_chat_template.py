@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from spectui.chat.template import ChatFormat, ChatMessage, ChatTemplateError, encode_prompt
-from spectui.engine.model import LlamaModel
+from spectui.engine.model.llama_model import LlamaModel
 
 CONVERSATION = [
     ChatMessage("system", "Be brief."),

@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 from lossless import chi_square_pvalue
 
-from spectui.engine import sampling, speculative
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
-from spectui.engine.drafters.base import FixedBudget
 from spectui.engine.events import Finished
 from spectui.engine.generator import load_generator
-from spectui.engine.grammar import Grammar, GrammarError
-from spectui.engine.model import LlamaModel
+from spectui.engine.model.llama_model import LlamaModel
+from spectui.engine.step import sampling, speculative
+from spectui.engine.step.drafter import FixedBudget
+from spectui.engine.step.grammar import Grammar, GrammarError
 
 LETTERS = "root ::= [a-z ]+"
 """Lower-case letters and spaces: after "in the" the tiny target spreads over a few such tokens."""

@@ -31,11 +31,11 @@ from head_runs import (
 from spectui.cli import main
 from spectui.engine.config import AUTO, SamplingConfig
 from spectui.engine.drafters import DrafterSpec
-from spectui.engine.drafters.base import FixedBudget
 from spectui.engine.drafters.dspark import MarkovHead
+from spectui.engine.files.gguf_file import read_header
+from spectui.engine.files.heads import HeadFacts, TargetFacts, misfit, read_head
 from spectui.engine.generator import load_generator
-from spectui.engine.gguf_file import read_header
-from spectui.engine.heads import HeadFacts, TargetFacts, misfit, read_head
+from spectui.engine.step.drafter import FixedBudget
 from spectui.session import memory
 
 KINDS = ("dspark", "dflash2")

@@ -23,7 +23,7 @@ from ui_harness import SIZE, RecordingApp, options, ready, run_async, shown
 
 from spectui.cli import main
 from spectui.engine import rpc
-from spectui.engine.build_info import AMX_NOTE, BuildInfo, Device, cpu_extra_buffers_usable, read_build_info
+from spectui.engine.llama.build_info import AMX_NOTE, BuildInfo, Device, cpu_extra_buffers_usable, read_build_info
 from spectui.session import doctor
 from spectui.session.gpus import Probe, advice, find_gpus
 from spectui.ui.chat_view import NoteMessage

@@ -19,9 +19,9 @@ import pytest
 from spectui.engine import drafters as registry
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.drafters import KINDS, DrafterKind, DrafterSpec, offered_kinds
-from spectui.engine.drafters.base import Drafter
 from spectui.engine.events import Finished, TextPiece
 from spectui.engine.generator import load_generator
+from spectui.engine.step.drafter import Drafter
 from spectui.ui.chat_view import origin_style
 from spectui.ui.stats_panel import legend_text
 
@@ -30,7 +30,7 @@ KIND = "echo"
 MODULE = f"""\
 '''An example kind from the recipe: proposes what followed the last token's latest earlier occurrence.'''
 
-from spectui.engine.drafters.base import Proposal
+from spectui.engine.step.drafter import Proposal
 
 
 class EchoDrafter:

@@ -15,13 +15,13 @@ import pytest
 from lossless import GREEDY, N_STEPS, PROMPT, PURE, chi_square_pvalue, exact_distribution, greedy_continuation
 from numerics import assert_same_evaluation
 
-from spectui.engine import sampling, speculative
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
-from spectui.engine.drafters.base import FixedBudget
-from spectui.engine.drafters.scripted import ScriptedDrafter
+from spectui.engine.doubles.scripted_drafter import ScriptedDrafter
 from spectui.engine.events import Finished
 from spectui.engine.generator import Generator
-from spectui.engine.model import LlamaModel
+from spectui.engine.model.llama_model import LlamaModel
+from spectui.engine.step import sampling, speculative
+from spectui.engine.step.drafter import FixedBudget
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ import tiny_dspark_v4
 from head_runs import THREADS, greedy_acceptance
 
 from spectui.engine.drafters import DrafterSpec
+from spectui.engine.files.heads import read_head
 from spectui.engine.generator import load_generator
-from spectui.engine.heads import read_head
 from spectui.errors import IncompatibleDraftError
 
 

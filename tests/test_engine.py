@@ -11,11 +11,11 @@ from conftest import EOS_PROMPT
 from numerics import GreedyReference, assert_same_evaluation
 
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
-from spectui.engine.drafters.base import FixedBudget
 from spectui.engine.events import Finished, Progress, TextPiece
 from spectui.engine.generator import Generator, load_generator
-from spectui.engine.model import LlamaModel
-from spectui.engine.speculative import speculative_step
+from spectui.engine.model.llama_model import LlamaModel
+from spectui.engine.step.drafter import FixedBudget
+from spectui.engine.step.speculative import speculative_step
 from spectui.errors import IncompatibleDraftError, LoadCancelled, ModelLoadError
 
 PROMPTS = ["The story of the wind", "Hello there, what is in the", "in the in the in the", "x"]

@@ -30,10 +30,10 @@ from numerics import GreedyReference, assert_same_distribution, assert_same_eval
 from spectui.cli import main
 from spectui.engine.config import AUTO
 from spectui.engine.drafters import DrafterSpec
-from spectui.engine.drafters.base import FixedBudget
 from spectui.engine.drafters.taps import FeatureTaps
 from spectui.engine.generator import Generator, load_generator
-from spectui.engine.model import LlamaModel
+from spectui.engine.model.llama_model import LlamaModel
+from spectui.engine.step.drafter import FixedBudget
 from spectui.errors import IncompatibleDraftError
 
 KINDS = ("eagle3", "dflash")

@@ -19,7 +19,7 @@ from spectui.catalog.local import auto_draft_for, discover, pair_all
 from spectui.catalog.local.index import LocalIndex
 from spectui.cli import main
 from spectui.engine.drafters import DrafterSpec
-from spectui.engine.heads import HeadFacts, TargetFacts, misfit, read_head, read_target
+from spectui.engine.files.heads import HeadFacts, TargetFacts, misfit, read_head, read_target
 from spectui.errors import IncompatibleDraftError
 from spectui.session import memory
 from spectui.session.options import models_from_args

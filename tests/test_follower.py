@@ -13,9 +13,9 @@ from collections.abc import Sequence
 import pytest
 import tiny_gguf
 
-from spectui.engine.drafters.base import Feedback, Proposal
 from spectui.engine.drafters.follower import TargetFollower
-from spectui.engine.model import LlamaModel
+from spectui.engine.model.llama_model import LlamaModel
+from spectui.engine.step.drafter import Feedback, Proposal
 
 
 class QueuesTokens(TargetFollower[int]):

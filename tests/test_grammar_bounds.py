@@ -1,4 +1,4 @@
-"""A grammar's size measured before llama.cpp parses it (`engine.grammar_bounds`): the upper
+"""A grammar's size measured before llama.cpp parses it (`engine.step.grammar_bounds`): the upper
 bounds it computes, what it refuses, the escapes it writes, and the stack the parse runs on.
 
 The stack is checked where a failure cannot take the test run with it: a child process that
@@ -18,8 +18,8 @@ import pytest
 
 import spectui
 from spectui import limits
-from spectui.engine import grammar_bounds
-from spectui.engine.grammar_bounds import GrammarTooLarge, measure
+from spectui.engine.step import grammar_bounds
+from spectui.engine.step.grammar_bounds import GrammarTooLarge, measure
 
 
 def test_sizes_are_upper_bounds_of_what_the_parser_builds() -> None:
@@ -76,7 +76,7 @@ def test_on_parser_stack_returns_and_raises_what_its_work_does() -> None:
 PARSE = textwrap.dedent("""
     import sys, threading
     import llama_cpp
-    from spectui.engine import grammar_bounds
+    from spectui.engine.step import grammar_bounds
     depth, where, model = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     grammar = ("root ::= " + "(" * depth + '"a"' + ")" * depth).encode()
     llama_cpp.llama_backend_init()

@@ -14,9 +14,9 @@ import tiny_bigram
 import tiny_dflash
 import tiny_dspark_v4
 
-from spectui.engine import llama_log
 from spectui.engine.drafters import DrafterSpec
 from spectui.engine.generator import load_generator
+from spectui.engine.llama import llama_log
 from spectui.session import memory
 
 N_CTX = 8192

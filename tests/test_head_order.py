@@ -37,12 +37,12 @@ from spectui.catalog.local.head_speeds import (
 )
 from spectui.chat.template import ChatFormat
 from spectui.cli import main
-from spectui.engine import hostcost
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import Budget, Proposal
-from spectui.engine.drafters.scripted import ScriptedDrafter
+from spectui.engine.doubles.scripted_drafter import ScriptedDrafter
+from spectui.engine.doubles.scripted_target import ScriptedTarget, bigram_script
 from spectui.engine.generator import Generator
-from spectui.engine.scripted_target import ScriptedTarget, bigram_script
+from spectui.engine.llama import hostcost
+from spectui.engine.step.drafter import Budget, Proposal
 from spectui.session import baseline, head_order
 
 N_VOCAB = 32

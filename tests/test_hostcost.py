@@ -6,10 +6,10 @@ import threading
 
 import pytest
 
-from spectui.engine import hostcost
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished
 from spectui.engine.generator import load_generator
+from spectui.engine.llama import hostcost
 
 
 class FakeClock:

@@ -16,13 +16,14 @@ import tiny_hybrid
 from numerics import GreedyReference, assert_same_evaluation
 from tiny_gguf import TinyPair
 
-from spectui.engine import llama_log, recurrent
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
-from spectui.engine.drafters.base import FixedBudget
 from spectui.engine.events import Finished, Progress
+from spectui.engine.files import recurrent
 from spectui.engine.generator import Generator, load_generator
-from spectui.engine.model import LlamaModel
-from spectui.engine.speculative import speculative_step
+from spectui.engine.llama import llama_log
+from spectui.engine.model.llama_model import LlamaModel
+from spectui.engine.step.drafter import FixedBudget
+from spectui.engine.step.speculative import speculative_step
 from spectui.errors import UnsupportedModelError
 from spectui.session import memory
 

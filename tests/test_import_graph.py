@@ -132,3 +132,35 @@ def test_a_unit_in_no_layer_is_reported(tmp_path):
     report = graph.check(package)
     assert report.unplaced == ["newthing"] and not report.clean
     assert graph.main([str(package)]) == 1
+
+
+def test_every_part_of_the_engine_has_a_layer_and_every_layer_a_part():
+    built = graph.build_graph(ROOT / "spectui")
+    parts = {part for name in built.modules if built.unit(name) == "engine" and (part := built.part(name))}
+    assert parts == set().union(*(members for _, members in graph.ENGINE_LAYERS))
+
+
+def test_an_engine_part_importing_a_higher_part_is_upward(tmp_path):
+    """Inside the engine a part may import only its own layer and those below it (ENGINE_LAYERS)."""
+    package = write_package(tmp_path, {
+        "engine/llama/backend.py": "from spectui.engine.files import gguf_file\n",
+        "engine/files/gguf_file.py": "from spectui.engine.llama import backend\n",
+        "engine/step/tree.py": """\
+            from typing import TYPE_CHECKING
+            from spectui.engine.model.llama_model import LlamaModel
+            if TYPE_CHECKING:
+                from spectui.engine.generator import Generator
+            """,
+        "engine/model/llama_model.py": "",
+        "engine/generator.py": "from spectui.engine.step import tree\n",
+        "engine/newpart/x.py": "",
+    })
+    report = graph.check(package)
+    assert [(e.source, e.target) for e in report.upward] == [
+        ("spectui.engine.llama.backend", "spectui.engine.files.gguf_file"),
+        ("spectui.engine.step.tree", "spectui.engine.generator"),
+    ]
+    assert report.unplaced == ["engine.newpart"]
+    assert report.circles == [["spectui.engine.files.gguf_file", "spectui.engine.llama.backend",
+                               "spectui.engine.files.gguf_file"],
+                              ["spectui.engine.generator", "spectui.engine.step.tree", "spectui.engine.generator"]]

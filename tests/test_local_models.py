@@ -146,8 +146,8 @@ def test_list_local_shows_drafts_refusals_mtp_and_skipped(stores: Layout, capsys
 
 
 def test_a_second_listing_reads_no_gguf_and_loads_no_vocabulary(stores: Layout, monkeypatch, capsys) -> None:
-    from spectui.engine import gguf_file
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.files import gguf_file
+    from spectui.engine.model.llama_model import LlamaModel
 
     reads: list[Path] = []
     loads: list[Path] = []
@@ -173,7 +173,7 @@ def test_a_second_listing_reads_no_gguf_and_loads_no_vocabulary(stores: Layout, 
 
 
 def test_a_changed_file_is_read_again(stores: Layout, tmp_path, monkeypatch, spectui_home) -> None:
-    from spectui.engine import gguf_file
+    from spectui.engine.files import gguf_file
 
     folder = tmp_path / "mine"
     model = folder / "m.gguf"

@@ -20,7 +20,7 @@ from lossless import (
     check_lossless,
 )
 
-from spectui.engine import sampling
+from spectui.engine.step import sampling
 
 
 @pytest.mark.parametrize("cfg", [PURE, PROCESSED], ids=["T1-pure", "T0.8-topk-topp-minp"])

@@ -25,7 +25,7 @@ from spectui.engine.drafters import AUTO_KIND, DrafterSpec
 from spectui.engine.drafters import mtp as mtp_module
 from spectui.engine.drafters.mtp_context import HiddenRows
 from spectui.engine.generator import Generator, load_generator
-from spectui.engine.model import LlamaModel
+from spectui.engine.model.llama_model import LlamaModel
 from spectui.session.options import models_from_args, pair_drafter_kind
 
 MTP = DrafterSpec("mtp")

@@ -18,7 +18,7 @@ from tiny_gguf import TinyPair
 from spectui.engine.config import AUTO
 from spectui.engine.drafters import DrafterSpec
 from spectui.engine.generator import Generator, load_generator
-from spectui.engine.model import LlamaModel
+from spectui.engine.model.llama_model import LlamaModel
 
 PROMPTS = ["The story of the wind", "Once upon a time", "Hello there", "in the"]
 

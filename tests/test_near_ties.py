@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from numerics import RowRecorder, assert_same_or_near_tie, logit_bound
 
-from spectui.engine import sampling
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
-from spectui.engine.drafters.scripted import ScriptedDrafter
+from spectui.engine.doubles.scripted_drafter import ScriptedDrafter
+from spectui.engine.doubles.scripted_target import ScriptedTarget
 from spectui.engine.events import Finished
 from spectui.engine.generator import Generator
-from spectui.engine.scripted_target import ScriptedTarget
+from spectui.engine.step import sampling
 
 N_VOCAB = 256
 MAX_TOKENS = 48

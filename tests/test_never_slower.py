@@ -15,15 +15,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spectui.engine import hostcost
-from spectui.engine.autodraft import AutoDraft
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
-from spectui.engine.drafters.base import Budget, Proposal
-from spectui.engine.drafters.scripted import ScriptedDrafter
+from spectui.engine.doubles.scripted_drafter import ScriptedDrafter
+from spectui.engine.doubles.scripted_target import ScriptedTarget, bigram_script
 from spectui.engine.events import Finished, HoldBack, Progress
 from spectui.engine.generator import Generator
-from spectui.engine.pays import FIRST_PROBE, LAST_PROBE, PLAIN_EVERY, RELEASE_ABOVE, PaysGuard
-from spectui.engine.scripted_target import ScriptedTarget, bigram_script
+from spectui.engine.llama import hostcost
+from spectui.engine.planning.autodraft import AutoDraft
+from spectui.engine.planning.pays import FIRST_PROBE, LAST_PROBE, PLAIN_EVERY, RELEASE_ABOVE, PaysGuard
+from spectui.engine.step.drafter import Budget, Proposal
 
 N_VOCAB = 32
 PASS_S = 0.010
@@ -351,7 +351,7 @@ def test_a_lookup_whose_proposals_ran_slower_is_held_too() -> None:
 
 
 def test_a_drafts_catch_up_after_a_lookups_run_counts_against_it_but_not_a_probes() -> None:
-    from spectui.engine.speculative import StepResult
+    from spectui.engine.step.speculative import StepResult
 
     def cycle(auto: AutoDraft, caught_up: int, seconds: float) -> None:
         proposal = Proposal([1, 2], [None, None], [1.0, 1.0], "model", 2, caught_up)

@@ -19,11 +19,11 @@ import tiny_gguf
 from spectui import cli
 from spectui.chat.template import PromptStyle
 from spectui.cli import build_parser, main, with_default_command
-from spectui.engine.compat import check_compatible_files
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished
+from spectui.engine.files.gguf_file import diagnose, expected_size
 from spectui.engine.generator import load_generator
-from spectui.engine.gguf_file import diagnose, expected_size
+from spectui.engine.model.file_checks import check_compatible_files
 from spectui.errors import IncompatibleDraftError, ModelLoadError
 from spectui.session.options import COMPLETION_MAX_TOKENS, DEFAULT_MAX_TOKENS, options_from_args
 

@@ -275,7 +275,7 @@ def test_rpc_options_parse_for_chat_and_bench():
 
 
 def test_a_worker_gone_between_connect_and_load_is_one_line_not_an_abort(tiny_pair):
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.model.llama_model import LlamaModel
     from spectui.errors import WorkerLostError
 
     worker = start_worker()

@@ -19,7 +19,7 @@ from ui_harness import RecordingApp, ready, send, shown
 from spectui.cli import build_parser
 from spectui.engine.config import AUTO, LLAMA_CPP_SAMPLING, DraftControl, recommended_sampling
 from spectui.engine.drafters import DrafterSpec
-from spectui.engine.model import LlamaModel
+from spectui.engine.model.llama_model import LlamaModel
 from spectui.session.options import ChatOptions
 
 SIZE = (120, 40)

@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from spectui.engine import sampling
 from spectui.engine.config import SamplingConfig
+from spectui.engine.step import sampling
 
 
 @pytest.fixture(autouse=True)

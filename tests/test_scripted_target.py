@@ -1,4 +1,4 @@
-"""The scripted target (a test double serving chosen logits, `engine/scripted_target.py`) is
+"""The scripted target (a test double serving chosen logits, `engine/doubles/scripted_target.py`) is
 faithful: the step makes against it exactly the decisions the rule says, read from the double's
 own distributions, and a step with a wrong rule is caught. So a test of the loop's decisions (or
 of the UI above it) may run on the double in microseconds; what needs llama.cpp itself (rollback
@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 from lossless import PROCESSED, chi_square_pvalue
 
-from spectui.engine import sampling, speculative
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
-from spectui.engine.drafters.base import FixedBudget
-from spectui.engine.drafters.scripted import ScriptedDrafter
+from spectui.engine.doubles.scripted_drafter import ScriptedDrafter
+from spectui.engine.doubles.scripted_target import ScriptedTarget, bigram_script
 from spectui.engine.events import Finished
 from spectui.engine.generator import Generator
-from spectui.engine.scripted_target import ScriptedTarget, bigram_script
+from spectui.engine.step import sampling, speculative
+from spectui.engine.step.drafter import FixedBudget
 from spectui.errors import ContextFullError
 
 N_VOCAB = 32

@@ -96,7 +96,7 @@ def test_build_weak_draft_keeps_the_first_layers_exactly(tmp_path: Path):
     import numpy as np
     import tiny_gguf
 
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.model.llama_model import LlamaModel
 
     pair = tiny_gguf.write_pair(tmp_path / "pair", draft_layers=1)
     weak = tmp_path / "weak.gguf"

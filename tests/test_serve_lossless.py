@@ -17,9 +17,9 @@ import pytest
 from lossless import chi_square_pvalue
 from serving import Served, served
 
-from spectui.engine import sampling, speculative
 from spectui.engine.config import SamplingConfig
-from spectui.engine.model import LlamaModel
+from spectui.engine.model.llama_model import LlamaModel
+from spectui.engine.step import sampling, speculative
 
 N_REQUESTS = 1000
 PROMPT = "in"

@@ -29,7 +29,7 @@ CALLS = {
 
 @pytest.fixture(scope="module")
 def vocab(tiny_pair):  # type: ignore[no-untyped-def]
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.model.llama_model import LlamaModel
 
     model = LlamaModel.load(tiny_pair.target, vocab_only=True)
     yield model
@@ -38,7 +38,7 @@ def vocab(tiny_pair):  # type: ignore[no-untyped-def]
 
 def accepts(model, gbnf: str, text: str) -> bool:  # type: ignore[no-untyped-def]
     """Whether the grammar lets `text` through, token by token, and then allows the end."""
-    from spectui.engine.grammar import Grammar
+    from spectui.engine.step.grammar import Grammar
 
     grammar = Grammar.compile(model, gbnf)
     try:
@@ -126,8 +126,8 @@ def test_a_control_token_a_call_needs_is_shown_only_when_asked(tiny_pair) -> Non
 def test_a_lazy_grammar_allows_everything_until_its_trigger_then_only_the_call(tmp_path) -> None:
     from dataclasses import replace
 
-    from spectui.engine.grammar import Grammar
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.model.llama_model import LlamaModel
+    from spectui.engine.step.grammar import Grammar
 
     tags = ("<tool_call>", "</tool_call>")
     spec = replace(tiny_gguf.TinySpec(), tokens=(*tiny_gguf.vocabulary(), *tags), user_defined=frozenset(tags))
@@ -166,9 +166,9 @@ def test_trees_stay_under_a_sleeping_lazy_grammar_and_greedy_output_is_the_targe
     from lossless import GREEDY, greedy_continuation
     from tree_budget import TreeBudget
 
-    from spectui.engine import speculative
     from spectui.engine.generator import load_generator
-    from spectui.engine.grammar import Grammar
+    from spectui.engine.step import speculative
+    from spectui.engine.step.grammar import Grammar
 
     generator = load_generator(tiny_pair.target, tiny_pair.draft, n_ctx=512, n_threads=1)
     try:

@@ -1,6 +1,6 @@
 """Token trees: one target pass over several candidates per position, still exactly the target.
 
-A scripted drafter (spectui/engine/drafters/scripted.py) proposes trees the test chooses beside
+A scripted drafter (spectui/engine/doubles/scripted_drafter.py) proposes trees the test chooses beside
 the real tiny target on real llama.cpp:
 
 - the layout (positions and sequence ids) and the cache: every row of a tree pass is the target's
@@ -31,14 +31,14 @@ from lossless import (
 )
 from numerics import RowRecorder, assert_same_evaluation, assert_same_or_near_tie
 
-from spectui.engine import sampling, speculative, tree
 from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
-from spectui.engine.drafters.base import FixedBudget, Proposal
-from spectui.engine.drafters.scripted import ScriptedDrafter
+from spectui.engine.doubles.scripted_drafter import ScriptedDrafter
 from spectui.engine.events import Finished
 from spectui.engine.generator import Generator
-from spectui.engine.model import LlamaModel
-from spectui.engine.tree_cache import TreeLayout
+from spectui.engine.model.llama_model import LlamaModel
+from spectui.engine.model.tree_cache import TreeLayout
+from spectui.engine.step import sampling, speculative, tree
+from spectui.engine.step.drafter import FixedBudget, Proposal
 from spectui.limits import MAX_TREE_LEAVES
 
 TREE_STEPS = 2000

@@ -20,12 +20,12 @@ from lossless import GREEDY, PROCESSED, PROMPT, PURE, chi_square_pvalue, exact_d
 from numerics import RowRecorder, assert_same_or_near_tie
 from tree_budget import TreeBudget
 
-from spectui.engine import sampling, speculative
-from spectui.engine.autodraft import AutoDraft
-from spectui.engine.drafters.base import Proposal
-from spectui.engine.draftplan import Calibration, DraftPlan, Planner
 from spectui.engine.generator import load_generator
-from spectui.engine.speculative import StepResult
+from spectui.engine.planning.autodraft import AutoDraft
+from spectui.engine.step import sampling, speculative
+from spectui.engine.step.drafter import Proposal
+from spectui.engine.step.draftplan import Calibration, DraftPlan, Planner
+from spectui.engine.step.speculative import StepResult
 from spectui.limits import MAX_TREE_LEAVES
 
 STEPS = 2000

@@ -27,7 +27,7 @@ from ui_harness import (
 
 from spectui.chat.store import ChatStore
 from spectui.engine.events import GenerationStats
-from spectui.engine.model import LlamaModel
+from spectui.engine.model.llama_model import LlamaModel
 from spectui.paths import chats_db_path
 from spectui.session.figures import ReplyFigures, meta_line
 from spectui.session.pair_load import same_model

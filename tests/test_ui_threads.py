@@ -65,7 +65,7 @@ async def test_no_engine_call_runs_on_the_ui_thread(pair, monkeypatch: pytest.Mo
 def test_the_guard_catches_an_engine_call_on_its_thread(pair, monkeypatch: pytest.MonkeyPatch) -> None:
     """The guard is not blind: a metadata read on the test's own thread is recorded, one in a
     worker thread is not."""
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.model.llama_model import LlamaModel
 
     guard = EngineCallGuard().install(monkeypatch)
     with LlamaModel.load(pair.target, n_ctx=64) as model:

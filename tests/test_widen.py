@@ -29,8 +29,8 @@ from numerics import LOGIT_RTOL, SEPARATION
 
 from spectui.catalog import demo, list_pairs, resolve_pair, widen
 from spectui.catalog.resolve import remove_pair
-from spectui.engine.compat import check_compatible_files
-from spectui.engine.model import MAX_LOGIT_ROWS, LlamaModel
+from spectui.engine.model.file_checks import check_compatible_files
+from spectui.engine.model.llama_model import MAX_LOGIT_ROWS, LlamaModel
 from spectui.errors import CatalogError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,9 +26,9 @@ import llama_cpp
 import pytest
 
 from spectui.engine.generator import Generator
-from spectui.engine.model import LlamaModel
-from spectui.engine.tree_cache import TreeCache
-from spectui.engine.vocab import ModelVocabulary
+from spectui.engine.model.llama_model import LlamaModel
+from spectui.engine.model.tree_cache import TreeCache
+from spectui.engine.model.vocab import ModelVocabulary
 from spectui.session.loaded import EngineSession
 
 ENGINE_CLASSES: tuple[type, ...] = (Generator, LlamaModel, ModelVocabulary, TreeCache, EngineSession)

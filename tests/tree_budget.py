@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spectui.engine.drafters.base import FixedBudget
-from spectui.engine.draftplan import Calibration, DraftPlan
+from spectui.engine.step.drafter import FixedBudget
+from spectui.engine.step.draftplan import Calibration, DraftPlan
 
 
 @dataclass(frozen=True)

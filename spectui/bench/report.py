@@ -11,7 +11,7 @@ from typing import TypedDict
 
 from spectui.engine.config import DraftLength, GenerationConfig
 from spectui.engine.events import GenerationStats, SourceTotals
-from spectui.engine.hostcost import HostCost
+from spectui.engine.llama.hostcost import HostCost
 from spectui.session.figures import ReplyFigures
 
 

@@ -10,7 +10,7 @@
   and shares the target's tokenizer.
 - `drafter = "eagle3"` / `"dflash"` / `"dspark"` / `"dflash2"`: the draft is such a head (a
   DSpark head carries its Markov head, a DFlash2 head its selector) and fits the target
-  (`spectui.engine.heads`: the width and layers it reads, a mask token for the DFlash family)
+  (`spectui.engine.files.heads`: the width and layers it reads, a mask token for the DFlash family)
   and shares its tokenizer.
 
 Only GGUF headers are read, plus the vocabularies for the tokenizer check: no weights load.
@@ -21,8 +21,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from spectui.engine import gguf_file
-from spectui.engine.archs import MTP_ASSISTANT_ARCHS
+from spectui.engine.files import gguf_file
+from spectui.engine.files.archs import MTP_ASSISTANT_ARCHS
 from spectui.errors import IncompatibleDraftError
 
 Metadata = dict[str, gguf_file.MetaValue | None]
@@ -54,7 +54,7 @@ def target_architecture(target: Path) -> str | None:
 
 def check_drafter(target: Path, draft: Path | None, drafter: str) -> None:
     """Raise `IncompatibleDraftError` (one line) unless the drafter fits the target."""
-    from spectui.engine.compat import check_compatible_files
+    from spectui.engine.model.file_checks import check_compatible_files
 
     if drafter == "mtp" and draft is None:
         check_mtp_heads(target)
@@ -72,7 +72,8 @@ def check_drafter(target: Path, draft: Path | None, drafter: str) -> None:
 
 def check_head(target: Path, head: Path, drafter: str) -> None:
     """The draft is an EAGLE-3 / DFlash / DSpark / DFlash2 head (as `drafter` says) that fits the target."""
-    from spectui.engine.heads import a_head_kind, check_files, head_kind
+    from spectui.engine.files.heads import a_head_kind, head_kind
+    from spectui.engine.model.file_checks import check_head_files as check_files
 
     arch = architecture(gguf_file.read_metadata(head))
     if head_kind(head) != drafter:

@@ -302,7 +302,7 @@ def quantize(src: Path, dst: Path, precision: str) -> None:
     """Convert `src` to `precision` (one of FTYPES) with llama.cpp."""
     import llama_cpp
 
-    from spectui.engine import llama_log
+    from spectui.engine.llama import llama_log
 
     llama_log.install()
     if precision not in FTYPES:

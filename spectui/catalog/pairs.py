@@ -68,7 +68,7 @@ class PairStatus:
     @property
     def hybrid(self) -> bool | None:
         """Recurrent + attention target (llama.cpp's `llm_arch_is_hybrid`); None if unknown."""
-        from spectui.engine.archs import is_hybrid
+        from spectui.engine.files.archs import is_hybrid
 
         return None if self.target_arch is None else is_hybrid(self.target_arch)
 

@@ -71,7 +71,7 @@ def pull_adhoc(
 def drafter_of(draft: Path) -> str:
     """`eagle3` / `dflash` / `dspark` / `dflash2` for such a head, else `model`: how an ad-hoc
     pair's draft drafts."""
-    from spectui.engine.heads import head_kind
+    from spectui.engine.files.heads import head_kind
 
     try:
         return head_kind(draft) or "model"
@@ -121,7 +121,7 @@ def _adhoc_files(
 
 def check_complete(path: Path) -> int:
     """Size of a GGUF that is readable and complete; `PullError` if damaged or truncated."""
-    from spectui.engine import gguf_file
+    from spectui.engine.files import gguf_file
 
     try:
         gguf_file.check_readable(path)

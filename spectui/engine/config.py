@@ -17,7 +17,7 @@ DraftLength = int | Literal["auto"]
 
 
 class TokenConstraint(Protocol):
-    """Which tokens may come next (a grammar's live state during one reply; `engine.grammar`)."""
+    """Which tokens may come next (a grammar's live state during one reply; `engine.step.grammar`)."""
 
     def allowed(self, ids: np.ndarray) -> np.ndarray:
         """A boolean mask over `ids`: True where the token may come next."""
@@ -40,7 +40,7 @@ class SamplingConfig:
     """How a token is chosen from logits; the draft uses the same processing as the target.
 
     In order: `logit_bias` is added to the logits, `constraint` (the grammar) removes tokens
-    that may not come next, then top-k, temperature, top-p and min-p (`engine.sampling`). The
+    that may not come next, then top-k, temperature, top-p and min-p (`engine.step.sampling`). The
     target's p and the drafter's q both go through all of it, so the rejection rule compares the
     distributions the reply is promised to follow.
     """

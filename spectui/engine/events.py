@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from spectui.engine.hostcost import HostCost
+from spectui.engine.llama.hostcost import HostCost
 from spectui.errors import SpectuiError
 from spectui.limits import MAX_LOOKUP_DRAFT
 
@@ -37,7 +37,7 @@ class TextPiece:
 
 HoldWhy = Literal["cost", "slower"]
 """Why K = auto holds a drafter at K = 0: `cost`, its measured costs and acceptance promise no
-gain; `slower`, the cycles in which it drafted ran slower than plain ones (`engine.pays`)."""
+gain; `slower`, the cycles in which it drafted ran slower than plain ones (`engine.planning.pays`)."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ class CycleStats:
     probe: bool = False
     """A baseline probe: decoded with speculation off and timed apart (see GenerationConfig)."""
     host: HostCost = field(default_factory=HostCost)
-    """Its time outside llama.cpp's compute calls, by part (`spectui.engine.hostcost`)."""
+    """Its time outside llama.cpp's compute calls, by part (`spectui.engine.llama.hostcost`)."""
     branches: int = 1
     """Leaves of the proposal: 1 for a chain, more for a token tree (`drafted` is its nodes)."""
     held: HoldBack | None = None

@@ -18,10 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from spectui.engine import drafters as registry
-from spectui.engine import hostcost
-from spectui.engine.autodraft import AutoDraft
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig
-from spectui.engine.drafters.base import Budget, CappedBudget, Drafter, FixedBudget
 from spectui.engine.drafters.chain import ChainDrafter
 from spectui.engine.drafters.spec import BuildContext, DrafterInfo, DrafterSpec, HistorySource
 from spectui.engine.events import (
@@ -35,16 +32,19 @@ from spectui.engine.events import (
     TokenLogprob,
     TokenLogprobs,
 )
-from spectui.engine.grammar import Grammar
-from spectui.engine.heads import check_not_a_head
-from spectui.engine.loading import ProgressCallback
-from spectui.engine.model import LlamaModel
-from spectui.engine.passcosts import VerifyCosts
-from spectui.engine.pays import Rate
+from spectui.engine.files.heads import check_not_a_head
+from spectui.engine.llama import hostcost
+from spectui.engine.model.llama_model import LlamaModel
+from spectui.engine.model.loading import ProgressCallback
+from spectui.engine.planning.autodraft import AutoDraft
+from spectui.engine.planning.passcosts import VerifyCosts
+from spectui.engine.planning.pays import Rate
 from spectui.engine.rpc import RpcCluster
 from spectui.engine.rpc import connect as connect_rpc
-from spectui.engine.sampling import NoTokenAllowed
-from spectui.engine.speculative import pick, speculative_step, token_logprob
+from spectui.engine.step.drafter import Budget, CappedBudget, Drafter, FixedBudget
+from spectui.engine.step.grammar import Grammar
+from spectui.engine.step.sampling import NoTokenAllowed
+from spectui.engine.step.speculative import pick, speculative_step, token_logprob
 from spectui.engine.textstream import TextStream
 from spectui.errors import ContextFullError, ModelFileError, SpectuiError, WorkerLostError
 from spectui.limits import MAX_TREE_LEAVES

@@ -6,7 +6,7 @@ string, since every later step encodes text as UTF-8), and once validated (`chec
 strings, logit bias entries, messages, the prompt's size against the context, a JSON schema's
 counts, a grammar's size). Each refusal names the bound it met (`spectui.limits`), and becomes a
 400 with llama-server's error shape. A grammar, given or made from a JSON schema, is measured
-again where it is compiled (`engine.grammar_bounds`, the one way to llama.cpp's parser).
+again where it is compiled (`engine.step.grammar_bounds`, the one way to llama.cpp's parser).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from spectui import limits
-from spectui.engine import grammar_bounds
+from spectui.engine.step import grammar_bounds
 from spectui.serve.schema import ChatRequest, CompletionRequest, Sampling
 
 SCHEMA_COUNTS = ("minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties")

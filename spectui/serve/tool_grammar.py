@@ -8,7 +8,7 @@ markers, as llama.cpp's `common_chat_params` grammars write them (common/chat.cp
 whose reply may open with a `<think>` block keeps it: the grammar lets the thinking come first.
 
 Like every grammar in spectui this stays exact under speculation: drafted tokens are verified
-against the target's distribution after the grammar (engine/speculative.py). With
+against the target's distribution after the grammar (engine/step/speculative.py). With
 `tool_choice: auto` the same grammar is lazy (llama.cpp's, woken by the call's opening token:
 `serve.tools.lazy_grammar`): the reply is free until the model opens a call, which then parses.
 """

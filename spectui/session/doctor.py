@@ -12,7 +12,7 @@ import functools
 import json
 from dataclasses import dataclass
 
-from spectui.engine.build_info import (
+from spectui.engine.llama.build_info import (
     AMX_NOTE,
     NO_AMX_FLAGS,
     BuildInfo,

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from spectui import safe_text
-from spectui.engine.build_info import BACKEND_FLAGS, BuildInfo, reinstall_command
+from spectui.engine.llama.build_info import BACKEND_FLAGS, BuildInfo, reinstall_command
 
 PCI_VENDORS = {"0x10de": "nvidia", "0x1002": "amd", "0x8086": "intel"}
 MIB = 1024 * 1024

@@ -26,7 +26,7 @@ from spectui.errors import SpectuiError
 
 if TYPE_CHECKING:
     from spectui.engine.drafters.spec import HistorySource
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.model.llama_model import LlamaModel
 
 MAX_CHARS = 1_000_000
 """Characters of past chats read at most (about 250k tokens of English, more than the suffix

@@ -3,7 +3,7 @@
 Weights are estimated from the file sizes (all parts of a split GGUF), the KV cache from the
 GGUF header (attention layers × KV heads × head size × n_ctx, f16 keys and values). Recurrent
 and hybrid models add their recurrent state (f32), times 1 + n_rs_seq where the target keeps
-rollback snapshots (`spectui.engine.recurrent`). An EAGLE-3 / DFlash / DSpark / DFlash2 head adds,
+rollback snapshots (`spectui.engine.files.recurrent`). An EAGLE-3 / DFlash / DSpark / DFlash2 head adds,
 besides its own weights and one-layer KV cache, the target's tapped layer inputs it reads (n_batch
 rows of each tapped layer, f32, in the target's output buffer). A DeepSeek-V4 DSpark head's stages
 keep one K and one V head per cell in a sliding-window cache, which llama.cpp makes full-size in
@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spectui.catalog import checks
-from spectui.engine import recurrent
-from spectui.engine.archs import FEATURE_HEAD_ARCHS, MTP_ASSISTANT_ARCHS
+from spectui.engine.files import recurrent
+from spectui.engine.files.archs import FEATURE_HEAD_ARCHS, MTP_ASSISTANT_ARCHS
 from spectui.limits import MAX_DRAFT
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ def weights_bytes(path: Path) -> int:
 def read_footprint(path: Path) -> Footprint:
     """Weights, KV-cache and recurrent-state size of one GGUF, from its header (no weights are
     read). A snapshot arch is counted as a speculative target: MAX_DRAFT snapshots."""
-    from spectui.engine.gguf_file import ArrayInfo, as_int, read_header
+    from spectui.engine.files.gguf_file import ArrayInfo, as_int, read_header
 
     header = read_header(path)
     if header is None:
@@ -221,8 +221,8 @@ def plan_run(target: Path, drafter: DrafterSpec, n_ctx: int, n_gpu_layers: int |
 
     Raises `ModelLoadError` for a file that is missing or not a GGUF (one line, before loading).
     """
-    from spectui.engine.build_info import read_build_info
-    from spectui.engine.gguf_file import check_readable
+    from spectui.engine.files.gguf_file import check_readable
+    from spectui.engine.llama.build_info import read_build_info
     from spectui.session.doctor import this_machine
 
     for path in filter(None, (target, drafter.draft)):

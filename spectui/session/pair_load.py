@@ -21,7 +21,7 @@ from spectui.engine.drafters.spec import DrafterInfo, DrafterSpec, HistorySource
 from spectui.errors import SpectuiError
 
 if TYPE_CHECKING:
-    from spectui.engine.loading import ProgressCallback
+    from spectui.engine.model.loading import ProgressCallback
     from spectui.session.baseline import Calibration
     from spectui.session.memory import MemoryPlan
     from spectui.session.options import ChatOptions, ModelChoice

@@ -34,7 +34,7 @@ from spectui.session.figures import ReplyFigures, describe_k, sampling_label
 
 if TYPE_CHECKING:
     from spectui.engine.generator import Generator
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.model.llama_model import LlamaModel
 
 DEFAULT_MAX_TOKENS = 1024
 
@@ -197,7 +197,7 @@ def prepare(generator: Generator, chat_format: ChatFormat, request: ReplyRequest
     if not tokens:
         raise BadPrompt("the prompt is empty")
     if request.sampling.grammar:  # a grammar that does not parse is refused before the reply opens
-        from spectui.engine.grammar import Grammar
+        from spectui.engine.step.grammar import Grammar
 
         Grammar.compile(target, request.sampling.grammar, triggers=request.sampling.grammar_triggers).close()
     config = GenerationConfig(max_tokens=request.max_tokens, stop=stop, sampling=request.sampling,

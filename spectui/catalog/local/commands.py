@@ -135,7 +135,7 @@ def add_local_pair(name: str, target_ref: str, draft_ref: str, *, replace: bool 
     from spectui.catalog.local.references import resolve_reference
     from spectui.catalog.pull import check_complete, drafter_of
     from spectui.catalog.schema import PAIR_NAME, split_parts
-    from spectui.engine.heads import check_not_a_head
+    from spectui.engine.files.heads import check_not_a_head
 
     if not PAIR_NAME.match(name):
         raise CatalogError(f"pair name {name!r} must be lower case letters, digits, '.', '_', '-'")

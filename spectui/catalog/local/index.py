@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from spectui import paths
 from spectui.catalog.local.inspect import ModelInfo, info_from_header
-from spectui.engine import gguf_file
+from spectui.engine.files import gguf_file
 
 
 class VocabPrint(BaseModel):

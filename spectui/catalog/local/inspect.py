@@ -14,9 +14,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from spectui.engine.archs import FEATURE_HEAD_ARCHS
-from spectui.engine.gguf_file import ArrayInfo, GGUFHeader
-from spectui.engine.heads import HeadFacts, TargetFacts, head_from_header
+from spectui.engine.files.archs import FEATURE_HEAD_ARCHS
+from spectui.engine.files.gguf_file import ArrayInfo, GGUFHeader
+from spectui.engine.files.heads import HeadFacts, TargetFacts, head_from_header
 
 Kind = Literal["model", "head", "projector", "adapter", "embedding", "vocabulary", "unknown"]
 ENCODER_ARCHS = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3",

@@ -8,7 +8,7 @@ costs about `c` = draft bytes / target bytes of a target pass, and with a per-to
 a guess from the relation: 0.75 for the same family (`general.basename`), 0.6 for the same
 architecture, 0.5 otherwise; K = 4. The estimate only orders candidates; K = auto measures.
 A target carrying MTP heads needs no separate draft: they come first. An EAGLE-3, DFlash, DSpark
-or DFlash2 head on disk that fits the target (`spectui.engine.heads.misfit`: its width, its layers,
+or DFlash2 head on disk that fits the target (`spectui.engine.files.heads.misfit`: its width, its layers,
 the tokenizer) comes before any draft model: it was trained on that target's own hidden states.
 Where several heads could draft (the target's own MTP heads among them), `auto` runs the one
 measured fastest on this machine (`head_speeds`: each is measured once, by the calibration of the
@@ -24,8 +24,8 @@ from pathlib import Path
 from spectui.catalog.local.discover import Discovery, LocalModel, describe_path, discover
 from spectui.catalog.local.index import LocalIndex
 from spectui.catalog.local.vocab import VocabChecker
-from spectui.engine.archs import FEATURE_HEAD_ARCHS
-from spectui.engine.heads import KIND_NAMES
+from spectui.engine.files.archs import FEATURE_HEAD_ARCHS
+from spectui.engine.files.heads import KIND_NAMES
 from spectui.errors import SpectuiError
 
 ESTIMATE_K = 4
@@ -173,7 +173,7 @@ def pair_target(target: LocalModel, candidates: list[LocalModel], checker: Vocab
 
 def _pair_head(pairing: Pairing, target: LocalModel, head: LocalModel, checker: VocabChecker) -> None:
     """An EAGLE-3 / DFlash head drafts for `target` when its shape and its tokenizer fit."""
-    from spectui.engine.heads import misfit
+    from spectui.engine.files.heads import misfit
 
     assert head.info.head is not None
     why = misfit(head.info.head, target.info.target_facts(), "it", "the target")
@@ -242,7 +242,7 @@ def auto_draft_for(target_path: Path, *, mtp_supported: bool = False, kind: str 
     (None, why) when nothing on disk fits (the message then names the catalog draft to pull), or
     when the target carries MTP heads and `mtp_supported` (the engine drafts with them).
     """
-    from spectui.engine.gguf_file import check_readable
+    from spectui.engine.files.gguf_file import check_readable
 
     check_readable(target_path)  # a missing or non-GGUF target: the loader's own one-line error
     index = LocalIndex()
@@ -252,7 +252,7 @@ def auto_draft_for(target_path: Path, *, mtp_supported: bool = False, kind: str 
         if not isinstance(target, LocalModel):
             return None, f"no automatic draft for {target_path.name}: {target.reason}"
         if target.info.kind == "head":
-            from spectui.engine.heads import check_not_a_head
+            from spectui.engine.files.heads import check_not_a_head
 
             check_not_a_head(target_path)  # raises its one line
         with VocabChecker(index) as checker:
@@ -293,7 +293,7 @@ def measured_choice(pairing: Pairing, kind: str, *, mtp_supported: bool) -> tupl
 
 def runs_own_heads(pairing: Pairing) -> bool:
     """The target carries one MTP head of an architecture llama.cpp can draft with."""
-    from spectui.engine.archs import MTP_HEAD_ARCHS
+    from spectui.engine.files.archs import MTP_HEAD_ARCHS
 
     return pairing.mtp_layers == 1 and pairing.target.info.arch in MTP_HEAD_ARCHS
 

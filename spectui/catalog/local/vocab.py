@@ -5,7 +5,7 @@ taken from a vocab-only load (no weights: `src/llama.cpp` returns before `load_t
 `vocab_only` is set) and cached by file identity. Two files with equal fingerprints are
 compatible without looking further; flags that differ are refused from the fingerprints alone;
 only fingerprints that agree on the flags but not on the tokens need the token-by-token check
-(`spectui.engine.compat.first_mismatch`, llama.cpp's rule), and its verdict is cached by the
+(`spectui.engine.files.compat.first_mismatch`, llama.cpp's rule), and its verdict is cached by the
 pair of fingerprints, so N models with k distinct vocabularies cost at most k(k-1) such checks,
 once.
 """
@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spectui.catalog.local.index import LocalIndex, VocabPrint
-from spectui.engine.compat import FIRST_COMPARED_TOKEN, first_mismatch
+from spectui.engine.files.compat import FIRST_COMPARED_TOKEN, first_mismatch
 from spectui.errors import SpectuiError
 
 if TYPE_CHECKING:
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.model.llama_model import LlamaModel
 
 
 def fingerprint_of(model: LlamaModel) -> VocabPrint:
@@ -70,7 +70,7 @@ class VocabChecker:
 
     def loaded(self, path: Path) -> LlamaModel:
         """The vocab-only load of `path`, kept until `close`."""
-        from spectui.engine.model import LlamaModel
+        from spectui.engine.model.llama_model import LlamaModel
 
         key = path.resolve()
         if key not in self._models:

@@ -26,7 +26,7 @@ from spectui.engine.drafters.spec import AUTO_KIND, NONE_KIND, BuildContext, Dra
 from spectui.errors import SpectuiError
 
 if TYPE_CHECKING:
-    from spectui.engine.drafters.base import Drafter
+    from spectui.engine.step.drafter import Drafter
 
 __all__ = ["AUTO_KIND", "KINDS", "NONE_KIND", "BuildContext", "DrafterKind", "DrafterSpec", "build_drafters",
            "check_spec", "colour_of", "default_kind", "legend", "offered_kinds", "target_options"]

@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import Budget, BudgetView, Drafter, Feedback, Proposal
+from spectui.engine.step.drafter import Budget, BudgetView, Drafter, Feedback, Proposal
 
 
 @dataclass(frozen=True)

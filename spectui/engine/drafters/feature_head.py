@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING
 import llama_cpp
 import numpy as np
 
-from spectui.engine import hostcost
-from spectui.engine.buffers import float_view
 from spectui.engine.drafters.mtp_context import head_context_params
-from spectui.engine.model import LlamaModel
+from spectui.engine.llama import hostcost
+from spectui.engine.llama.buffers import float_view
+from spectui.engine.model.llama_model import LlamaModel
 from spectui.errors import ModelLoadError
 
 if TYPE_CHECKING:
     from spectui.engine.drafters.spec import BuildContext, DrafterSpec
-    from spectui.engine.heads import HeadFacts
+    from spectui.engine.files.heads import HeadFacts
 
 POSITIONS = 4  # an embedding entry of an M-RoPE head reads 4 positions (llama-batch.cpp:1162)
 
@@ -166,7 +166,7 @@ def not_this_head(spec: DrafterSpec, kind: str) -> str | None:
     dspark, dflash2: missing calls in llama-cpp-python, or a draft file that is not such a head);
     None when they may."""
     from spectui.engine.drafters.taps import missing_support
-    from spectui.engine.heads import a_head_kind, head_kind
+    from spectui.engine.files.heads import a_head_kind, head_kind
 
     if why := missing_support():
         return why
@@ -176,7 +176,7 @@ def not_this_head(spec: DrafterSpec, kind: str) -> str | None:
         return None
     if found is not None:
         return f"{spec.draft.name} is {a_head_kind(found)}: it drafts as --drafter {found}"
-    from spectui.engine import gguf_file
+    from spectui.engine.files import gguf_file
 
     actual = gguf_file.read_metadata(spec.draft).get("general.architecture")
     return f"{spec.draft.name} is not {a_head_kind(kind)} (architecture {actual}); name the {kind} GGUF"
@@ -185,8 +185,8 @@ def not_this_head(spec: DrafterSpec, kind: str) -> str | None:
 def load_head(spec: DrafterSpec, ctx: BuildContext) -> tuple[LlamaModel, HeadFacts]:
     """The head's weights (no context yet), checked against the loaded target: its shape (one
     line saying what does not fit) and its tokenizer (`compat`)."""
-    from spectui.engine.compat import check_compatible
-    from spectui.engine.heads import TargetFacts, misfit, read_head
+    from spectui.engine.files.compat import check_compatible
+    from spectui.engine.files.heads import TargetFacts, misfit, read_head
     from spectui.errors import IncompatibleDraftError
 
     assert spec.draft is not None

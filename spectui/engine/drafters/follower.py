@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
-from spectui.engine.drafters.base import Budget, Feedback, Proposal
-from spectui.engine.model import LlamaModel
+from spectui.engine.model.llama_model import LlamaModel
+from spectui.engine.step.drafter import Budget, Feedback, Proposal
 
 Item = TypeVar("Item")
 """What is queued with each position: a token (MTP, EAGLE-3) or a row of features (DFlash)."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
-from spectui.engine.drafters.base import Budget
+from spectui.engine.step.drafter import Budget
 
 ALONE_MIN_SCORE = 0.5
 """Expected accepted tokens a lone lookup's proposal must promise before K = auto has measured

@@ -12,14 +12,14 @@ from dataclasses import replace
 
 import numpy as np
 
-from spectui.engine import sampling
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import Budget, Feedback, Proposal
 from spectui.engine.drafters.kinds import KINDS
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
-from spectui.engine.draftplan import Candidate, Planner
-from spectui.engine.model import LlamaModel
-from spectui.engine.sampling import Dist
+from spectui.engine.model.llama_model import LlamaModel
+from spectui.engine.step import sampling
+from spectui.engine.step.drafter import Budget, Feedback, Proposal
+from spectui.engine.step.draftplan import Candidate, Planner
+from spectui.engine.step.sampling import Dist
 from spectui.errors import UnsupportedModelError
 
 SOURCE = "model"
@@ -185,8 +185,8 @@ def _more(q: Dist, rng: np.random.Generator, sampled: bool) -> Callable[[list[in
 def unavailable(spec: DrafterSpec, ctx: BuildContext) -> str | None:
     """A draft file that is an MTP assistant or an EAGLE-3 / DFlash head (they only run against the
     target's context) is not a draft model."""
-    from spectui.engine import gguf_file
-    from spectui.engine.archs import FEATURE_HEAD_ARCHS, MTP_ASSISTANT_ARCHS, a_head
+    from spectui.engine.files import gguf_file
+    from spectui.engine.files.archs import FEATURE_HEAD_ARCHS, MTP_ASSISTANT_ARCHS, a_head
 
     assert spec.draft is not None
     arch = gguf_file.read_metadata(spec.draft).get("general.architecture")
@@ -199,7 +199,7 @@ def unavailable(spec: DrafterSpec, ctx: BuildContext) -> str | None:
 
 def build(spec: DrafterSpec, ctx: BuildContext) -> DraftModelDrafter:
     """Load the draft GGUF beside the target and check it can propose for it."""
-    from spectui.engine.compat import check_compatible
+    from spectui.engine.files.compat import check_compatible
 
     assert spec.draft is not None
     n_gpu_layers = ctx.target_n_gpu_layers if spec.draft_n_gpu_layers is None else spec.draft_n_gpu_layers

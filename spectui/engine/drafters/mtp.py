@@ -44,15 +44,15 @@ from pathlib import Path
 
 import numpy as np
 
-from spectui.engine.archs import MTP_ASSISTANT_ARCHS, MTP_HEAD_ARCHS
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import Budget, Proposal
 from spectui.engine.drafters.follower import TargetFollower
 from spectui.engine.drafters.kinds import KINDS
 from spectui.engine.drafters.model import choose
 from spectui.engine.drafters.mtp_context import HeadContext, HiddenRows, missing_support
 from spectui.engine.drafters.spec import AUTO_KIND, BuildContext, DrafterSpec, TargetOptions
-from spectui.engine.model import LlamaModel
+from spectui.engine.files.archs import MTP_ASSISTANT_ARCHS, MTP_HEAD_ARCHS
+from spectui.engine.model.llama_model import LlamaModel
+from spectui.engine.step.drafter import Budget, Proposal
 from spectui.errors import IncompatibleDraftError
 
 SOURCE = "mtp"
@@ -159,14 +159,14 @@ class MtpDrafter(TargetFollower[int]):
 
 
 def _arch_of(path: Path) -> str:
-    from spectui.engine import gguf_file
+    from spectui.engine.files import gguf_file
 
     arch = gguf_file.read_metadata(path).get("general.architecture")
     return arch if isinstance(arch, str) else "?"
 
 
 def _head_layers(path: Path) -> tuple[str, int]:
-    from spectui.engine import gguf_file
+    from spectui.engine.files import gguf_file
 
     meta = gguf_file.read_metadata(path)
     arch = meta.get("general.architecture")

@@ -18,7 +18,7 @@ from importlib import metadata
 import llama_cpp
 import numpy as np
 
-from spectui.engine import hostcost
+from spectui.engine.llama import hostcost
 from spectui.errors import ModelLoadError
 
 EXT_CALLS = ("llama_set_embeddings_nextn", "llama_get_embeddings_nextn", "llama_get_embeddings_nextn_ith",

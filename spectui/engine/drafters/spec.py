@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict
 
 if TYPE_CHECKING:
-    from spectui.engine.drafters.base import Drafter
-    from spectui.engine.loading import ProgressCallback
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.model.llama_model import LlamaModel
+    from spectui.engine.model.loading import ProgressCallback
+    from spectui.engine.step.drafter import Drafter
 
 AUTO_KIND = "auto"
 """Let spectui pick: the first of `DEFAULT_ORDER` that the loaded models can run."""

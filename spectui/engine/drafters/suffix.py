@@ -26,13 +26,13 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 
-from spectui.engine.drafters.base import Feedback
 from spectui.engine.drafters.kinds import KINDS
 from spectui.engine.drafters.lookup_base import Candidate, LookupDrafter
 from spectui.engine.drafters.lookup_gate import MIN_TOKEN_PROB
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
 from spectui.engine.drafters.suffix_tree import SuffixCache, SuffixDraft
 from spectui.engine.drafters.token_index import as_token_list, common_prefix
+from spectui.engine.step.drafter import Feedback
 
 SOURCE = "suffix"
 KIND = KINDS[SOURCE]

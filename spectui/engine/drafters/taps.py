@@ -18,7 +18,7 @@ valid until the next decode.
 Two llama.cpp asserts abort the whole process rather than fail a call, so the callers check first:
 `set_embeddings_layer_inp` asserts lid <= n_layer (:1240), and a decode with a tap the target's
 graph does not fill asserts "layer input tensor is null" (src/llama-graph.cpp:1384): only the
-archs in `spectui.engine.archs.LAYER_TAP_ARCHS` fill them.
+archs in `spectui.engine.files.archs.LAYER_TAP_ARCHS` fill them.
 """
 
 from __future__ import annotations

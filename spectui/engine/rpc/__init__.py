@@ -1,9 +1,9 @@
 """The target on other machines, through llama.cpp's own RPC backend (ggml/include/ggml-rpc.h).
 
 llama-cpp-python binds only `llama_supports_rpc`; the rest is called through ctypes, bound in
-`spectui.engine.backend`: `ggml_backend_rpc_add_server(endpoint)` connects and returns a registry with one device per
-device the worker serves, and `ggml_backend_rpc_start_server(...)` serves (blocking; `spectui
-worker`). The devices are never registered globally: they go into the *target's*
+`spectui.engine.llama.backend`: `ggml_backend_rpc_add_server(endpoint)` connects and returns a
+registry with one device per device the worker serves, and `ggml_backend_rpc_start_server(...)`
+serves (blocking; `spectui worker`). The devices are never registered globally: they go into the *target's*
 `llama_model_params.devices` only (src/llama.cpp:158-185), so the draft, loaded with the default
 device list, stays on this machine.
 
@@ -19,8 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from spectui.engine import backend
-from spectui.engine.backend import DEV_TYPE_ACCEL, DEV_TYPE_CPU, RpcCalls, local_gpu_devices, rpc_available, rpc_calls
+from spectui.engine.llama import backend
+from spectui.engine.llama.backend import (
+    DEV_TYPE_ACCEL,
+    DEV_TYPE_CPU,
+    RpcCalls,
+    local_gpu_devices,
+    rpc_available,
+    rpc_calls,
+)
 from spectui.engine.rpc.relay import Relay, Traffic
 from spectui.engine.rpc.wire import Endpoint, WorkerInfo, parse_endpoints, probe
 from spectui.errors import RpcError, WorkerLostError
@@ -31,7 +38,7 @@ if TYPE_CHECKING:
 def require_rpc() -> RpcCalls:
     calls = rpc_calls()
     if calls is None or not rpc_available():
-        from spectui.engine.build_info import current_flags, read_build_info, reinstall_command
+        from spectui.engine.llama.build_info import current_flags, read_build_info, reinstall_command
 
         command = reinstall_command(current_flags(read_build_info()))
         raise RpcError(

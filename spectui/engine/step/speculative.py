@@ -15,11 +15,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from spectui.engine import hostcost, sampling, tree
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import Budget, Drafter, Feedback, Proposal
 from spectui.engine.events import TokenLogprob
-from spectui.engine.target import StepTarget
+from spectui.engine.llama import hostcost
+from spectui.engine.step import sampling, tree
+from spectui.engine.step.drafter import Budget, Drafter, Feedback, Proposal
+from spectui.engine.step.target import StepTarget
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """What the speculative loop asks of its target, declared: the step's calls (`StepTarget`) and the
 generation loop's around it (`ReplyTarget`).
 
-`LlamaModel` is the real target; `spectui.engine.scripted_target.ScriptedTarget` is a double that
+`LlamaModel` is the real target; `spectui.engine.doubles.scripted_target.ScriptedTarget` is a double that
 serves chosen logits per context, so that tests of the loop's decisions and of the UI above it
 need no llama.cpp. The type checker holds both to these protocols (the double subclasses them; the
 check at the end of this module holds `LlamaModel`), so neither can drift from what the loop calls.
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 if TYPE_CHECKING:
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.model.llama_model import LlamaModel
     from spectui.engine.rpc import RpcCluster
 
 

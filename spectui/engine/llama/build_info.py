@@ -1,7 +1,7 @@
 """What the installed llama.cpp was built with, asked of ggml's own registry (no guessing).
 
 llama-cpp-python binds `llama_print_system_info`, `llama_supports_gpu_offload` and
-`llama_supports_rpc`; the rest is read through ggml's functions as `spectui.engine.backend`
+`llama_supports_rpc`; the rest is read through ggml's functions as `spectui.engine.llama.backend`
 binds them (ggml/include/ggml-backend.h:181-243):
 `ggml_backend_reg_count/_get/_name` (one registry per backend compiled in: CPU, CUDA, ROCm, MTL
 for Metal, Vulkan, SYCL, RPC, ...), their devices (name, description, type, free/total memory),
@@ -15,8 +15,8 @@ import ctypes
 import functools
 from dataclasses import asdict, dataclass
 
-from spectui.engine import backend
-from spectui.engine.backend import Ggml
+from spectui.engine.llama import backend
+from spectui.engine.llama.backend import Ggml
 
 DEVICE_KINDS = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel"}  # enum ggml_backend_dev_type
 NOT_GPU_BACKENDS = frozenset({"CPU", "RPC", "BLAS"})

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 import llama_cpp
 
-from spectui.engine import gguf_file
-from spectui.engine.backend import gpu_offload_available, init_backend
-from spectui.engine.buffers import MAX_LOGIT_ROWS
-from spectui.engine.build_info import cpu_extra_buffers_usable
-from spectui.engine.loaded_file import LoadedFile
+from spectui.engine.files import gguf_file
+from spectui.engine.llama.backend import gpu_offload_available, init_backend
+from spectui.engine.llama.buffers import MAX_LOGIT_ROWS
+from spectui.engine.llama.build_info import cpu_extra_buffers_usable
+from spectui.engine.model.loaded_file import LoadedFile
 from spectui.errors import LoadCancelled, ModelLoadError
 
 if TYPE_CHECKING:

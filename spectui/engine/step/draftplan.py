@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from spectui.engine.sampling import Dist
+    from spectui.engine.step.sampling import Dist
 
 BUCKETS = 10
 DECAY = 0.99  # about the last 100 judgements per bucket

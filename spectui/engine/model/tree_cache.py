@@ -36,7 +36,7 @@ from typing import Protocol
 import llama_cpp
 import numpy as np
 
-from spectui.engine.buffers import MAX_LOGIT_ROWS, DecodeListener, positions
+from spectui.engine.llama.buffers import MAX_LOGIT_ROWS, DecodeListener, positions
 from spectui.errors import ContextFullError
 
 

@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING
 import llama_cpp
 import numpy as np
 
-from spectui.engine import grammar_bounds, llama_log
+from spectui.engine.llama import llama_log
+from spectui.engine.step import grammar_bounds
 from spectui.errors import SpectuiError
 
 if TYPE_CHECKING:
-    from spectui.engine.model import LlamaModel
+    from spectui.engine.model.llama_model import LlamaModel
 
 ROOT = "root"
 TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])

@@ -46,15 +46,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from spectui.engine.drafters.base import BudgetDefaults
-from spectui.engine.draftplan import Calibration, DraftPlan
 from spectui.engine.events import HoldBack, HoldWhy
-from spectui.engine.passcosts import VerifyCosts, _Running
-from spectui.engine.pays import LAST_PROBE, PaysGuard, Rate
+from spectui.engine.planning.passcosts import VerifyCosts, _Running
+from spectui.engine.planning.pays import LAST_PROBE, PaysGuard, Rate
+from spectui.engine.step.drafter import BudgetDefaults
+from spectui.engine.step.draftplan import Calibration, DraftPlan
 from spectui.limits import MAX_DRAFT, MAX_LOOKUP_DRAFT
 
 if TYPE_CHECKING:
-    from spectui.engine.speculative import StepResult
+    from spectui.engine.step.speculative import StepResult
 
 ACCEPT_DECAY = 0.97  # weight of history in the acceptance estimates (about the last 30)
 PROBE_EVERY = 8  # cycles at k = 0 before the first probe (then twice as long after each)

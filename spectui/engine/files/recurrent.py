@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from spectui.engine import archs
-from spectui.engine.gguf_file import as_int
+from spectui.engine.files import archs
+from spectui.engine.files.gguf_file import as_int
 
 RollbackKind = archs.Rollback
 """How a model's context drops its newest tokens: "kv" (attention only: any suffix), "snapshots"

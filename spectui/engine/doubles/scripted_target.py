@@ -1,6 +1,6 @@
 """A target that serves chosen logits per context: a test double for the speculative loop.
 
-Like simonw/llm's `MockModel` (and `drafters.scripted.ScriptedDrafter` on the proposing side), it
+Like simonw/llm's `MockModel` (and `scripted_drafter.ScriptedDrafter` on the proposing side), it
 stands in for the part the test does not examine: the step's and the loop's decisions, and the UI
 above them, are checked against logits the test chose, in microseconds, with no llama.cpp. It keeps
 a cache as a real target does (the tokens decoded so far) and refuses what a real one could not do
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from spectui.engine.target import ReplyTarget
+from spectui.engine.step.target import ReplyTarget
 from spectui.errors import ContextFullError
 
 if TYPE_CHECKING:

@@ -16,7 +16,6 @@ target-only id the target itself writes is read by the draft as a stand-in
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Protocol
 
 from spectui.errors import IncompatibleDraftError
@@ -79,11 +78,3 @@ def check_compatible(target: Vocabulary, draft: Vocabulary, *, target_name: str 
             f"draft {draft_name} does not share the tokenizer of target {target_name} ({mismatch}); "
             "pick a draft from the same model family and generation"
         )
-
-
-def check_compatible_files(target: Path, draft: Path) -> None:
-    """The same check on two GGUF files, reading only their vocabularies (fast, no weights)."""
-    from spectui.engine.model import LlamaModel
-
-    with LlamaModel.load(target, vocab_only=True) as t, LlamaModel.load(draft, vocab_only=True) as d:
-        check_compatible(t, d, target_name=target.name, draft_name=draft.name)

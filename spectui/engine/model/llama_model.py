@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING
 import llama_cpp
 import numpy as np
 
-from spectui.engine import hostcost
-from spectui.engine.archs import rollback_kind
-from spectui.engine.buffers import MAX_LOGIT_ROWS, DecodeListener, float_view, positions
-from spectui.engine.loaded_file import LoadedFile
-from spectui.engine.loading import ProgressCallback, load_weights, new_context
-from spectui.engine.recurrent import RollbackKind
-from spectui.engine.rewind import Rewinder
-from spectui.engine.tree_cache import TreeCache, TreeLayout
-from spectui.engine.vocab import ModelVocabulary
+from spectui.engine.files.archs import rollback_kind
+from spectui.engine.files.recurrent import RollbackKind
+from spectui.engine.llama import hostcost
+from spectui.engine.llama.buffers import MAX_LOGIT_ROWS, DecodeListener, float_view, positions
+from spectui.engine.model.loaded_file import LoadedFile
+from spectui.engine.model.loading import ProgressCallback, load_weights, new_context
+from spectui.engine.model.rewind import Rewinder
+from spectui.engine.model.tree_cache import TreeCache, TreeLayout
+from spectui.engine.model.vocab import ModelVocabulary
 from spectui.errors import ContextFullError, ModelFileError, ModelLoadError
 from spectui.limits import MAX_DRAFT
 
@@ -66,7 +66,7 @@ class LlamaModel(ModelVocabulary, TreeCache):
         self._rewinder: Rewinder | None = None
         self.n_seqs = tree_seqs if self.rollback == "kv" and n_ctx > 0 else 1
         """llama.cpp sequences this context has: the most leaves a tree `verify_tree` takes (1:
-        chains only). Only attention-only models get more (see tree_layout.py)."""
+        chains only). Only attention-only models get more (see tree_cache.py)."""
         if n_ctx > 0:
             # llama.cpp needs n_ubatch > n_rs_seq + 1 (src/llama-batch.cpp:641)
             wanted = min(rollback_depth, n_batch - 2) if self.rollback == "snapshots" else 0
@@ -81,21 +81,10 @@ class LlamaModel(ModelVocabulary, TreeCache):
     # ----- loading -------------------------------------------------------------------------
 
     @classmethod
-    def load(
-        cls,
-        path: str | os.PathLike[str],
-        *,
-        n_ctx: int = 4096,
-        n_gpu_layers: int | None = None,
-        n_threads: int | None = None,
-        n_batch: int = 512,
-        vocab_only: bool = False,
-        progress: ProgressCallback | None = None,
-        rpc: RpcCluster | None = None,
-        rollback_depth: int = MAX_DRAFT,
-        load_mtp: bool = False,
-        tree_seqs: int = 1,
-    ) -> LlamaModel:
+    def load(cls, path: str | os.PathLike[str], *, n_ctx: int = 4096, n_gpu_layers: int | None = None,
+             n_threads: int | None = None, n_batch: int = 512, vocab_only: bool = False,
+             progress: ProgressCallback | None = None, rpc: RpcCluster | None = None,
+             rollback_depth: int = MAX_DRAFT, load_mtp: bool = False, tree_seqs: int = 1) -> LlamaModel:
         """Load a GGUF. `n_gpu_layers=None` offloads every layer when llama.cpp has a GPU backend.
 
         `rollback_depth`: on snapshot archs, the last decode's tokens `truncate` can drop without
@@ -181,7 +170,7 @@ class LlamaModel(ModelVocabulary, TreeCache):
 
     @property
     def vocab_handle(self) -> llama_cpp.llama_vocab_p:
-        """llama.cpp's vocabulary, for a grammar over it (`engine.grammar`)."""
+        """llama.cpp's vocabulary, for a grammar over it (`step.grammar`)."""
         return self._vocab
 
     @property

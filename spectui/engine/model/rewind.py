@@ -32,8 +32,8 @@ from collections import Counter
 
 import llama_cpp
 
-from spectui.engine.checkpoints import CheckpointStore
-from spectui.engine.recurrent import RollbackKind
+from spectui.engine.files.recurrent import RollbackKind
+from spectui.engine.model.checkpoints import CheckpointStore
 from spectui.errors import RollbackError
 
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import Budget, Feedback, Proposal
-from spectui.engine.sampling import Dist
+from spectui.engine.step.drafter import Budget, Feedback, Proposal
+from spectui.engine.step.sampling import Dist
 
 Script = Callable[[Sequence[int], int], Sequence[int] | Sequence[tuple[int, Dist | None]]
                   | Sequence[tuple[int, Dist | None, int]]]

@@ -32,8 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from spectui.engine import gguf_file
-from spectui.engine.archs import FEATURE_HEAD_ARCHS, FINAL_TAP_ARCHS, LAYER_TAP_ARCHS
+from spectui.engine.files import gguf_file
+from spectui.engine.files.archs import FEATURE_HEAD_ARCHS, FINAL_TAP_ARCHS, LAYER_TAP_ARCHS
 from spectui.errors import ModelLoadError
 
 DEFAULT_BLOCK_SIZE = 16  # common/speculative.cpp:981, when `dflash.block_size` is absent
@@ -148,7 +148,7 @@ def check_not_a_head(path: Path) -> None:
         return
     arch = header.metadata.get("general.architecture") if header is not None else None
     if isinstance(arch, str) and arch in FEATURE_HEAD_ARCHS:
-        from spectui.engine.archs import a_head
+        from spectui.engine.files.archs import a_head
 
         raise ModelLoadError(f"{path.name} is {a_head(arch)}, not a model to chat with: pass it as --draft "
                              f"beside the target it was trained for (--target MODEL --draft {path.name})")
@@ -255,15 +255,3 @@ def _variant_misfit(head: HeadFacts, head_name: str) -> str | None:
         return (f"{head_name} is {head.n_embd} wide, too narrow for its {k} x {k + 1} selector lattice; "
                 "convert it again with llama.cpp's converter")
     return None
-
-
-def check_files(target: Path, head: Path) -> None:
-    """Raise `IncompatibleDraftError` (one line) unless `head` can draft for `target`: its shape,
-    then the shared tokenizer."""
-    from spectui.engine.compat import check_compatible_files
-    from spectui.errors import IncompatibleDraftError
-
-    why = misfit(read_head(head), read_target(target), head.name, target.name)
-    if why is not None:
-        raise IncompatibleDraftError(why)
-    check_compatible_files(target, head)

@@ -31,7 +31,7 @@ def init_backend() -> None:
     if not _backend_ready:
         import llama_cpp
 
-        from spectui.engine import llama_log
+        from spectui.engine.llama import llama_log
 
         llama_log.install()
         llama_cpp.llama_backend_init()

@@ -1,7 +1,7 @@
 """A decode's buffers as Python sees them: the batch's positions, llama.cpp's float rows as numpy
 views, how many rows a decode may ask logits for, and who is told of each decode.
 
-Shared by the model (`model.py`), the tree in its cache (`tree_cache.py`) and the heads that read
+Shared by the model (`model/llama_model.py`), the tree in its cache (`model/tree_cache.py`) and the heads that read
 hidden states (`drafters/feature_head.py`), below all of them.
 """
 

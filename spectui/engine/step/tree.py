@@ -38,10 +38,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from spectui.engine import sampling
 from spectui.engine.config import SamplingConfig
-from spectui.engine.drafters.base import Proposal
-from spectui.engine.target import StepTarget
+from spectui.engine.step import sampling
+from spectui.engine.step.drafter import Proposal
+from spectui.engine.step.target import StepTarget
 
 AcceptRule = Callable[[float, float, float], bool]
 """Accept a draft token d given p(d), q(d) and u ~ Uniform[0, 1): the step's rule

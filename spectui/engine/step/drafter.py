@@ -7,12 +7,12 @@ draft) leaves q as None and the step treats it as a point mass, q(d) = 1.
 
 A proposal is a chain (each token follows the one before) unless it names each token's parent: a
 token tree, several candidates for one position, all verified in the same target pass
-(`spectui.engine.tree`). Trees are optional: a drafter that never sets a parent proposes chains
+(`spectui.engine.step.tree`). Trees are optional: a drafter that never sets a parent proposes chains
 and needs nothing else.
 
 How many tokens each drafter may propose this cycle, and when it should stop early, is asked of a
 `Budget`: a fixed K answers the same for every drafter; K = auto answers per drafter from what it
-measured (`spectui.engine.autodraft`).
+measured (`spectui.engine.planning.autodraft`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Protocol
 import numpy as np
 
 from spectui.engine.config import SamplingConfig
-from spectui.engine.draftplan import DraftPlan
-from spectui.engine.sampling import Dist
+from spectui.engine.step.draftplan import DraftPlan
+from spectui.engine.step.sampling import Dist
 
 
 @dataclass
