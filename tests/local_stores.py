@@ -152,3 +152,14 @@ def downloaded_pair(folder: Path, files: Files) -> record.PulledPair:
              for p in (target, draft)]
     return record.PulledPair(target=owned[:1], draft=owned[1:], adhoc=True, description="pulled",
                              pulled_at=record.now())
+
+
+def only_folder(folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spectui_home: Path) -> Path:
+    """spectui looks at `folder` only for models on disk (empty Ollama, LM Studio and HF stores)."""
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "no-ollama"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    config = spectui_home / "config" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f"local_model_dirs = [{json.dumps(str(folder))}]\n")
+    return folder

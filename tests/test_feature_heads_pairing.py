@@ -4,7 +4,6 @@ local models listing and automatic pairing, catalog pairs and their checks, and 
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 import tiny_bigram
 import tiny_dflash
 import tiny_eagle3
+from local_stores import only_folder
 
 from spectui.catalog import checks, record
 from spectui.catalog.local import auto_draft_for, discover, pair_all
@@ -44,13 +44,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def local(folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spectui_home: Path) -> Path:
     """spectui looks at `folder` only (empty Ollama, LM Studio and HF stores)."""
-    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "no-ollama"))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    config = spectui_home / "config" / "config.toml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(f"local_model_dirs = [{json.dumps(str(folder))}]\n")
-    return folder
+    return only_folder(folder, tmp_path, monkeypatch, spectui_home)
 
 
 # ----- what fits, from the headers ---------------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,6 +20,8 @@ import pytest
 import tiny_bigram
 import tiny_dflash
 import tiny_eagle3
+from local_stores import only_folder
+from virtual_clock import Clock, install
 
 from spectui.catalog.local import auto_draft_for
 from spectui.catalog.local.head_speeds import (
@@ -41,7 +42,6 @@ from spectui.engine.config import SamplingConfig
 from spectui.engine.doubles.scripted_drafter import ScriptedDrafter
 from spectui.engine.doubles.scripted_target import ScriptedTarget, bigram_script
 from spectui.engine.generator import Generator
-from spectui.engine.llama import hostcost
 from spectui.engine.step.drafter import Budget, Proposal
 from spectui.session import baseline, head_order
 
@@ -121,20 +121,10 @@ def test_the_record_folds_measurements_and_forgets_a_rewritten_file(tmp_path, sp
 # ----- measured by the calibration, on a virtual clock ----------------------------------------
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
-    virtual = Clock()
-    monkeypatch.setattr(time, "perf_counter", virtual)
-    monkeypatch.setattr(hostcost, "now", virtual)
-    yield virtual
+    yield install(monkeypatch)
 
 
 class CostedTarget(ScriptedTarget):
@@ -246,13 +236,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def local(folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spectui_home: Path) -> Path:
     """spectui looks at `folder` only (empty Ollama, LM Studio and HF stores)."""
-    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "no-ollama"))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    config = spectui_home / "config" / "config.toml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(f"local_model_dirs = [{json.dumps(str(folder))}]\n")
-    return folder
+    return only_folder(folder, tmp_path, monkeypatch, spectui_home)
 
 
 def test_auto_measures_each_head_once_then_keeps_the_fastest(local, capsys):

@@ -8,19 +8,18 @@ decisions do not depend on how busy the machine is: no wall-clock time is assert
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
+from virtual_clock import Clock, install
 
 from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.doubles.scripted_drafter import ScriptedDrafter
 from spectui.engine.doubles.scripted_target import ScriptedTarget, bigram_script
 from spectui.engine.events import Finished, HoldBack, Progress
 from spectui.engine.generator import Generator
-from spectui.engine.llama import hostcost
 from spectui.engine.planning.autodraft import AutoDraft
 from spectui.engine.planning.pays import FIRST_PROBE, LAST_PROBE, PLAIN_EVERY, RELEASE_ABOVE, PaysGuard
 from spectui.engine.step.drafter import Budget, Proposal
@@ -32,22 +31,10 @@ GREEDY = SamplingConfig(temperature=0.0)
 PROMPT = [1, 2, 3, 4]
 
 
-class Clock:
-    """Virtual seconds: moved only by the double's and the drafter's passes."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
-    virtual = Clock()
-    monkeypatch.setattr(time, "perf_counter", virtual)  # the step's draft and verify seconds
-    monkeypatch.setattr(hostcost, "now", virtual)  # the loop's cycle seconds
-    yield virtual
+    yield install(monkeypatch)
 
 
 class CostedTarget(ScriptedTarget):
