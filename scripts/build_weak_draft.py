@@ -21,7 +21,9 @@ from pathlib import Path
 
 def truncate(src: Path, dst: Path, layers: int) -> int:
     """Write `src` with only blocks 0..layers-1 to `dst`; returns the source's block count."""
-    from gguf import GGUFReader, GGUFValueType, GGUFWriter
+    from gguf import GGUFReader, GGUFWriter
+
+    from spectui.catalog.widen import add_field
 
     reader = GGUFReader(src)
     arch = reader.fields["general.architecture"].contents()
@@ -34,15 +36,13 @@ def truncate(src: Path, dst: Path, layers: int) -> int:
         if key.startswith("GGUF.") or key == "general.architecture":
             continue
         value = field.contents()
-        vtype = GGUFValueType(field.types[0])
-        sub_type = GGUFValueType(field.types[-1]) if vtype == GGUFValueType.ARRAY else None
         if key == count_key:
             value = layers
         elif isinstance(value, list) and len(value) == blocks and key.startswith(f"{arch}."):
             value = value[:layers]  # per-layer values
         elif key == "general.name":
             value = f"{value} (first {layers} of {blocks} layers)"
-        writer.add_key_value(key, value, vtype, sub_type=sub_type)
+        add_field(writer, key, field, value)
     kept = [t for t in reader.tensors
             if (m := re.match(r"blk\.(\d+)\.", t.name)) is None or int(m.group(1)) < layers]
     for tensor in kept:

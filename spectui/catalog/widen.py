@@ -154,22 +154,28 @@ def _check_heads(reader: GGUFReader, arch: str) -> None:
 
 
 def _copy_metadata(reader: GGUFReader, writer: Any, arch: str, factor: int, precision: str) -> None:
-    from gguf import GGUFValueType
 
     grown = {f"{arch}.{key}" for key in _GROWN_WITH_WIDTH}
     for key, field in reader.fields.items():
         if key.startswith("GGUF.") or key in ("general.architecture", "general.file_type", *_DROPPED):
             continue
         value = field.contents()
-        vtype = GGUFValueType(field.types[0])
-        sub_type = GGUFValueType(field.types[-1]) if vtype == GGUFValueType.ARRAY else None
         if key in grown:
             value = [v * factor for v in value] if isinstance(value, list) else value * factor
         elif key == f"{arch}.attention.layer_norm_rms_epsilon":
             value = value / factor
         elif key == "general.name":
             value = f"{value} widened x{factor} ({precision})"
-        writer.add_key_value(key, value, vtype, sub_type=sub_type)
+        add_field(writer, key, field, value)
+
+
+def add_field(writer: Any, key: str, field: ReaderField, value: Any) -> None:
+    """Write `key` with `value` in the type `field` (read from another GGUF) has."""
+    from gguf import GGUFValueType
+
+    vtype = GGUFValueType(field.types[0])
+    sub_type = GGUFValueType(field.types[-1]) if vtype == GGUFValueType.ARRAY else None
+    writer.add_key_value(key, value, vtype, sub_type=sub_type)
 
 
 def _numpy_shape(tensor: ReaderTensor) -> tuple[int, ...]:
