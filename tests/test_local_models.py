@@ -289,7 +289,7 @@ def test_other_tools_stores_are_never_written(stores: Layout, capsys) -> None:
 
 
 def test_local_pairings_feed_the_in_app_picker(stores: Layout) -> None:
-    from spectui.ui.pairs import local_label, local_pairings
+    from spectui.ui.pair_palette import local_label, local_pairings
 
     labels = [local_label(p) for p in local_pairings()]
     assert "local ollama:tiny:7b + ollama:someone/tinier:q8" in labels

@@ -21,14 +21,14 @@ from textual.widgets import Footer, Header
 from spectui.catalog.demo import welcome
 from spectui.ui.chat_actions import ChatActions
 from spectui.ui.chat_column import ChatHost
+from spectui.ui.chat_palette import ChatCommands
 from spectui.ui.chat_view import NoteMessage
-from spectui.ui.commands import ChatCommands
 from spectui.ui.controls import Controls
 from spectui.ui.engine_host import EngineClient
 from spectui.ui.examples import ExampleOpenings
 from spectui.ui.fit import Fitting
 from spectui.ui.lifecycle import Lifecycle
-from spectui.ui.pairs import LocalPairCommands, PairCommands
+from spectui.ui.pair_palette import LocalPairCommands, PairCommands
 from spectui.ui.stats_panel import StatsPanel
 from spectui.ui.workers import close_models
 
