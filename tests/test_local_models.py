@@ -302,7 +302,7 @@ def test_local_pairings_feed_the_in_app_picker(stores: Layout) -> None:
      ("local_model_dirs = [", "not valid TOML")],
 )
 def test_a_bad_config_file_is_one_line(spectui_home: Path, text: str, expected: str) -> None:
-    from spectui.settings import load_settings
+    from spectui.config_file import load_settings
 
     path = spectui_home / "config" / "config.toml"
     path.parent.mkdir(parents=True)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from spectui.cli import build_parser
-from spectui.engine.config import AUTO, DraftControl
 from spectui.engine.drafters.spec import DrafterInfo
 from spectui.engine.events import CycleStats, Finished, GenerationStats, Progress
+from spectui.engine.generation_config import AUTO, DraftControl
 from spectui.errors import SpectuiError
 from spectui.session import memory
 from spectui.session.baseline import Baseline, from_finished

@@ -11,10 +11,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from spectui.chat.settings import ChatSettings
+from spectui.chat.chat_settings import ChatSettings
 from spectui.chat.template import ChatMessage, PromptStyle
-from spectui.engine.config import AUTO, DraftControl, DraftLength, RecommendedSampling
 from spectui.engine.drafters import AUTO_KIND, DrafterSpec, check_spec
+from spectui.engine.generation_config import AUTO, DraftControl, DraftLength, RecommendedSampling
 from spectui.errors import SpectuiError
 from spectui.limits import MAX_SEED
 from spectui.session.reply import ReplyRequest

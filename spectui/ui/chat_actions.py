@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from textual import events
 from textual.dom import DOMNode
 
+from spectui.chat.chat_settings import EFFORTS, ChatSettings
 from spectui.chat.conversation import Conversation
-from spectui.chat.settings import EFFORTS, ChatSettings
 from spectui.engine.drafters.spec import DrafterSpec
 from spectui.errors import SpectuiError
 from spectui.session.figures import plural

@@ -18,8 +18,8 @@ from rich.console import RenderableType
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
+from spectui.chat.chat_settings import ChatSettings
 from spectui.chat.conversation import Conversation
-from spectui.chat.settings import ChatSettings
 from spectui.session.baseline import Baseline
 from spectui.session.reply import ReplyRequest
 from spectui.ui.chat_view import AssistantMessage, ChatLog, NoteMessage, UserMessage

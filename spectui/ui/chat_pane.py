@@ -24,7 +24,7 @@ from textual.css.query import NoMatches
 
 from spectui import faults
 from spectui.chat.template import ChatMessage, PromptStyle
-from spectui.engine.config import DraftControl
+from spectui.engine.generation_config import DraftControl
 from spectui.session.baseline import baseline_probe, from_stats
 from spectui.session.figures import ReplyFigures, comparison_verdict, describe_k, meta_line
 from spectui.session.options import models_record

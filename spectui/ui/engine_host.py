@@ -25,8 +25,8 @@ from textual.widget import Widget
 from textual.worker import Worker, get_current_worker
 
 from spectui import faults
-from spectui.engine.config import DraftLength
 from spectui.engine.drafters.spec import DrafterInfo, HistorySource
+from spectui.engine.generation_config import DraftLength
 from spectui.errors import LoadCancelled, SpectuiError
 from spectui.session.baseline import Baseline
 from spectui.session.history import store_history

@@ -14,8 +14,8 @@ from typing import Literal
 
 from textual.message import Message
 
-from spectui.engine.config import DraftLength, SamplingConfig
 from spectui.engine.events import CycleStats, GenerationStats
+from spectui.engine.generation_config import DraftLength, SamplingConfig
 from spectui.session.baseline import Calibration
 from spectui.session.pair_load import LoadedPair
 from spectui.session.reply import ReplyDone, ReplyPiece

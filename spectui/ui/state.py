@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from spectui.chat.conversation import Conversation
 from spectui.chat.safe_store import SafeStore
-from spectui.engine.config import DraftControl, RecommendedSampling
 from spectui.engine.drafters.spec import DrafterInfo
+from spectui.engine.generation_config import DraftControl, RecommendedSampling
 from spectui.session.baseline import Baseline
 from spectui.session.loaded import EngineSession
 from spectui.session.machine import LoadMeter
