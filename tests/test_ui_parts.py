@@ -24,7 +24,7 @@ from spectui.ui.stats_panel import (
     figures,
     low_acceptance_advice,
 )
-from spectui.ui.workers import ReplyBatcher
+from spectui.ui.worker_reports import ReplyBatcher
 
 GB = 10**9
 
@@ -275,7 +275,7 @@ def test_unknown_pair_names_the_pull_command(spectui_home: Path) -> None:
 
 def test_pull_progress_is_posted_not_printed_and_a_quit_interrupts_it() -> None:
     from spectui.ui.messages import LoadProgress
-    from spectui.ui.workers import tqdm_posting
+    from spectui.ui.worker_reports import tqdm_posting
 
     posted: list[object] = []
     cancelled = {"now": False}

@@ -30,7 +30,6 @@ from spectui.ui.fit import Fitting
 from spectui.ui.lifecycle import Lifecycle
 from spectui.ui.pair_palette import LocalPairCommands, PairCommands
 from spectui.ui.stats_panel import StatsPanel
-from spectui.ui.workers import close_models
 
 
 class SpectuiApp(Lifecycle, Fitting, Controls, ChatActions):
@@ -87,7 +86,7 @@ class SpectuiApp(Lifecycle, Fitting, Controls, ChatActions):
         self.remove_signal_handlers()
         self.chat_pane.stop_reply(status=None)
         self.workers.cancel_all()
-        close_models(self.pair.session)
+        self.engine.free_models()
         self.chat.store.close()
         self.cancel_watchdog()
 

@@ -28,7 +28,7 @@ from spectui.ui.prompt import PromptInput
 from spectui.ui.state import ChatState, PairState, QuitState, ReplyState
 from spectui.ui.stats_panel import StatsPanel
 from spectui.ui.status_line import StatusLine
-from spectui.ui.workers import ReplyBatcher
+from spectui.ui.worker_reports import ReplyBatcher
 
 
 class ReplyEngine(Protocol):

@@ -45,7 +45,10 @@ from spectui.ui.messages import (
     ReplyPurpose,
 )
 from spectui.ui.state import ChatState, PairState
-from spectui.ui.workers import UPDATE_INTERVAL, ReplyBatcher, Throttle, tqdm_posting, unexpected
+from spectui.ui.worker_reports import UPDATE_INTERVAL, ReplyBatcher, Throttle, tqdm_posting, unexpected
+
+CLOSE_WAIT = 5.0
+"""Seconds the app, ending, waits for a reply thread to let go of the models before freeing them."""
 
 if TYPE_CHECKING:
     from textual.message import Message
@@ -150,6 +153,18 @@ class EngineHost(Widget):
         names = sorted(set(removed) - self.pair.removed_noted)
         self.pair.removed_noted.update(names)
         return names
+
+    def free_models(self, timeout: float = CLOSE_WAIT) -> bool:
+        """Free the loaded models as the app ends, on a thread of its own (llama.cpp's frees are
+        engine calls), waiting up to `timeout` for a reply thread to let go of them and as long
+        again for the frees; False when they were not freed in time (the process ends anyway)."""
+        session = self.pair.session
+        freed: list[bool] = []
+        closer = threading.Thread(target=lambda: freed.append(session.close(timeout)), name="spectui-close",
+                                  daemon=True)
+        closer.start()
+        closer.join(2 * timeout)
+        return freed == [True]
 
     # ----- the workers: the session's methods, on threads -------------------------------------
 

@@ -29,7 +29,7 @@ from spectui.ui.messages import ReplyPurpose
 
 if TYPE_CHECKING:
     from spectui.ui.chat_view import AssistantMessage, Comparison, UserMessage
-    from spectui.ui.workers import ReplyBatcher
+    from spectui.ui.worker_reports import ReplyBatcher
 
 
 @dataclass
