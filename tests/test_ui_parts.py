@@ -17,7 +17,7 @@ from spectui.session.baseline import Baseline, from_finished
 from spectui.session.figures import ReplyFigures, comparison_verdict, describe_k, meta_line
 from spectui.session.options import options_from_args
 from spectui.session.reply import ReplyDone, ReplyPiece
-from spectui.ui.messages import ReplyFinished, ReplyUpdate
+from spectui.ui.messages import ReplyBatch, ReplyFinished
 from spectui.ui.stats_panel import (
     HIDDEN,
     acceptance_series,
@@ -210,7 +210,7 @@ def test_batcher_posts_every_event_at_interval_zero_and_one_batch_when_slow() ->
     batcher = ReplyBatcher(posted.append, "reply", interval=0.0)
     for event in events():
         batcher.add(event)
-    updates = [m for m in posted if isinstance(m, ReplyUpdate)]
+    updates = [m for m in posted if isinstance(m, ReplyBatch)]
     assert len(updates) == 4 and isinstance(posted[-1], ReplyFinished)
     posted.clear()
     slow = ReplyBatcher(posted.append, "reply", interval=3600.0)

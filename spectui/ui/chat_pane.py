@@ -32,7 +32,7 @@ from spectui.session.reply import ReplyDone
 from spectui.ui.chat_column import ChatColumn
 from spectui.ui.chat_view import AssistantMessage, Comparison
 from spectui.ui.examples import ExampleOpenings
-from spectui.ui.messages import ReplyFailed, ReplyFinished, ReplyPurpose, ReplyUpdate
+from spectui.ui.messages import ReplyBatch, ReplyFailed, ReplyFinished, ReplyPurpose
 from spectui.ui.prompt import PromptInput
 
 
@@ -206,7 +206,7 @@ class ChatPane(ChatColumn):
         self.host.engine.set_reload_pending(self.host.pair.reload_pending or message.reload)
         await self.end_reply()
 
-    async def on_reply_update(self, message: ReplyUpdate) -> None:
+    async def on_reply_batch(self, message: ReplyBatch) -> None:
         """A batch from the reply worker: its pieces into their widget, the reply saved as it
         stands, its cycles into the panel."""
         with suppress(NoMatches):  # a batch that arrives as the app closes finds its widgets gone

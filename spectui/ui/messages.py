@@ -85,8 +85,10 @@ class ReplyFailed(Message, bubble=False):
 
 
 @dataclass
-class ReplyUpdate(Message, bubble=False):
-    """A batch of streamed text and finished cycles (posted a few times a second)."""
+class ReplyBatch(Message, bubble=False):
+    """A batch of the reply core's pieces and the engine's finished cycles, posted to the chat pane
+    a few times a second (`worker_reports.ReplyBatcher`); the last step of a reply's text from the
+    engine's `TextPiece` through the session's `ReplyPiece` (docs/ARCHITECTURE.md)."""
 
     purpose: ReplyPurpose
     pieces: tuple[ReplyPiece, ...]

@@ -21,9 +21,9 @@ from tqdm import tqdm
 
 from spectui.engine.events import CycleStats, GenerationStats, Progress
 from spectui.session.reply import ReplyDone, ReplyEvent, ReplyPiece
-from spectui.ui.messages import LoadProgress, ReplyFinished, ReplyPurpose, ReplyUpdate
+from spectui.ui.messages import LoadProgress, ReplyBatch, ReplyFinished, ReplyPurpose
 
-UPDATE_INTERVAL = 0.1  # seconds between ReplyUpdate messages: ~10 screen updates a second
+UPDATE_INTERVAL = 0.1  # seconds between ReplyBatch messages: ~10 screen updates a second
 PROGRESS_INTERVAL = 0.1
 Post = Callable[[Message], object]
 
@@ -84,7 +84,7 @@ class ReplyBatcher:
     def flush(self) -> None:
         if self.pieces or self.cycles:
             totals = copy.deepcopy(self.totals)
-            self.post(ReplyUpdate(self.purpose, tuple(self.pieces), tuple(self.cycles), totals))
+            self.post(ReplyBatch(self.purpose, tuple(self.pieces), tuple(self.cycles), totals))
         self.pieces, self.cycles = [], []
         self._last_post = time.monotonic()
 
