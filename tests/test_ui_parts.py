@@ -259,7 +259,7 @@ def test_options_from_a_pulled_catalog_pair(tiny_pair, spectui_home: Path) -> No
 def test_a_chat_recorded_with_another_pulled_pair_reopens_with_that_pairs_files(tiny_pair, spectui_home: Path) -> None:
     # `recorded_options` read `draft_model`, a field ResolvedPair never had (found by mypy)
     from spectui.catalog import pull_adhoc
-    from spectui.ui.chat_actions import recorded_options
+    from spectui.session.options import recorded_options
 
     pull_adhoc("tiny", str(tiny_pair.target), str(tiny_pair.draft))
     current = options_from_args(chat_args("--target", "t.gguf", "--draft", "d.gguf"))
