@@ -21,7 +21,6 @@ from spectui.chat.safe_store import SafeStore
 from spectui.paths import chats_db_path
 from spectui.session.options import ChatOptions
 from spectui.ui.chat_pane import ChatPane
-from spectui.ui.chat_view import ChatLog
 from spectui.ui.engine_host import EngineHost
 from spectui.ui.prompt import PromptInput
 from spectui.ui.state import ChatState, PairState, QuitState, ReplyState
@@ -68,10 +67,6 @@ class AppCore(App[int]):
     # ----- the widgets every part talks to -------------------------------------------------------
 
     @property
-    def log_view(self) -> ChatLog:
-        return self.chat_pane.log_view
-
-    @property
     def panel(self) -> StatsPanel:
         return self.query_one("#stats", StatsPanel)
 
@@ -85,9 +80,6 @@ class AppCore(App[int]):
 
     def set_status(self, text: str, fraction: float | None = None, *, busy: bool = True) -> None:
         self.chat_pane.set_status(text, fraction, busy=busy)
-
-    def ready_status(self) -> None:
-        self.chat_pane.ready_status()
 
     def refresh_k(self) -> None:
         self.panel.show_k(self.pair.draft_control, self.pair.drafters, self.replies.last_cycle_k,
