@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from spectui.catalog import demo
-from spectui.engine.config import SamplingConfig
+from spectui.engine.generation_config import SamplingConfig
 from spectui.engine.model.llama_model import LlamaModel
 from spectui.engine.step import sampling
 
@@ -56,8 +56,8 @@ def baseline_vs_create_completion(target: Path, max_tokens: int, rounds: int = 4
     in one process and interleaved, so CPU drift hits both alike. Decode tokens/sec each."""
     from llama_cpp import Llama
 
-    from spectui.engine.config import DraftControl, GenerationConfig
     from spectui.engine.events import Finished
+    from spectui.engine.generation_config import DraftControl, GenerationConfig
     from spectui.engine.generator import load_generator
 
     llm = Llama(model_path=str(target), n_ctx=2048, n_threads=os.cpu_count(), verbose=False)

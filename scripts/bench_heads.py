@@ -167,8 +167,8 @@ def tiny_cases(directory: Path, kinds: tuple[str, ...] = ("eagle3", "dflash")) -
 
 
 def spectui_run(gen, prompt: str, k: int, max_tokens: int, temperature: float = 0.0, seed: int = 0) -> Run:
-    from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
     from spectui.engine.events import Finished, Progress
+    from spectui.engine.generation_config import DraftControl, GenerationConfig, SamplingConfig
 
     gen.reset()
     per_cycle, final = [], None

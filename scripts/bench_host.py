@@ -130,8 +130,8 @@ def old_path() -> Iterator[None]:
 
 
 def run_once(gen, prompt: list[int], k: int, temperature: float, max_tokens: int) -> tuple[dict, tuple]:
-    from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
     from spectui.engine.events import Finished
+    from spectui.engine.generation_config import DraftControl, GenerationConfig, SamplingConfig
 
     sampling = SamplingConfig(**SAMPLED, seed=7) if temperature else SamplingConfig(temperature=0.0)
     gen.reset()

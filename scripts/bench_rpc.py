@@ -37,8 +37,8 @@ from statistics import median
 from spectui import faults
 from spectui.bench import DEFAULT_PROMPTS, workload
 from spectui.cli import parse_k_list
-from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished
+from spectui.engine.generation_config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.generator import Generator, load_generator
 from spectui.session.reply import prepare
 from spectui.worker import WorkerProcess, spawn

@@ -256,7 +256,7 @@ def in_process(setup: Setup):  # type: ignore[no-untyped-def]
 
 
 def local_reply(gen, chat_format, prompt: str, max_tokens: int) -> Reply:  # type: ignore[no-untyped-def]
-    from spectui.engine.config import AUTO, DraftControl, SamplingConfig
+    from spectui.engine.generation_config import AUTO, DraftControl, SamplingConfig
     from spectui.session.reply import ReplyDone, ReplyPiece, ReplyRequest, run_reply
 
     request = ReplyRequest(prompt=prompt, sampling=SamplingConfig(temperature=0.0), max_tokens=max_tokens,

@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from spectui.bench import DEFAULT_PROMPTS, workload
-    from spectui.engine.config import GenerationConfig, SamplingConfig
+    from spectui.engine.generation_config import GenerationConfig, SamplingConfig
     from spectui.engine.generator import load_generator
 
     if args.tiny:

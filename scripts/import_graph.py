@@ -30,7 +30,7 @@ from pathlib import Path
 
 LAYERS: Sequence[tuple[str, frozenset[str]]] = (
     ("base", frozenset({"spectui", "paths", "errors", "safe_text", "limits", "user_files", "argtypes", "crashlog",
-                        "output", "settings"})),
+                        "output", "config_file"})),
     ("engine", frozenset({"engine"})),
     ("faults", frozenset({"faults", "signals"})),
     ("chat", frozenset({"chat"})),
@@ -54,7 +54,7 @@ ENGINE_LAYERS: Sequence[tuple[str, frozenset[str]]] = (
     ("rpc", frozenset({"rpc"})),
     ("files", frozenset({"files"})),
     ("model", frozenset({"model"})),
-    ("terms", frozenset({"config", "events"})),
+    ("terms", frozenset({"generation_config", "events"})),
     ("step", frozenset({"step"})),
     ("planning", frozenset({"planning"})),
     ("drafters", frozenset({"drafters"})),
@@ -65,7 +65,7 @@ ENGINE_LAYERS: Sequence[tuple[str, frozenset[str]]] = (
 folder or module of engine/) may import its own layer and those below it. llama.cpp's boundary
 (bindings, devices, build, log, buffers), the target on other machines (rpc), facts from a GGUF
 before a load (files), one loaded model and its rollback (model), what the engine is asked and
-says (config, events), the step (sampling, trees, the rule and its contracts with a target and a
+says (generation_config, events), the step (sampling, trees, the rule and its contracts with a target and a
 drafter), planning K, the drafters, the test doubles, and the loop on top (generator)."""
 
 INNER_LAYERS: Mapping[str, Sequence[tuple[str, frozenset[str]]]] = {"engine": ENGINE_LAYERS}

@@ -20,9 +20,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from spectui.bench import workload
-from spectui.engine.config import AUTO, LLAMA_CPP_SAMPLING, DraftControl, DraftLength, GenerationConfig
 from spectui.engine.drafters.spec import DrafterSpec
 from spectui.engine.events import Finished, Progress
+from spectui.engine.generation_config import AUTO, LLAMA_CPP_SAMPLING, DraftControl, DraftLength, GenerationConfig
 from spectui.engine.generator import load_generator
 from spectui.session.reply import prepare
 

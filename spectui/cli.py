@@ -249,7 +249,7 @@ def _command(name: str) -> Command:
 
         return bench_command
     if name == "pair":
-        from spectui.catalog.local.commands import pair_command
+        from spectui.catalog.local.local_commands import pair_command
 
         return pair_command
     if name == "worker":
@@ -264,12 +264,12 @@ def _command(name: str) -> Command:
         from spectui.session.doctor import doctor_command
 
         return doctor_command
-    from spectui.catalog import commands
+    from spectui.catalog import catalog_commands
 
     def list_command(args: argparse.Namespace) -> int:
-        return commands.list_command(args, system=_system)
+        return catalog_commands.list_command(args, system=_system)
 
-    return {"pull": commands.pull_command, "list": list_command, "rm": commands.rm_command}[name]
+    return {"pull": catalog_commands.pull_command, "list": list_command, "rm": catalog_commands.rm_command}[name]
 
 
 def _system() -> dict[str, object]:

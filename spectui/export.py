@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from spectui import safe_text
+from spectui.chat.chat_settings import ChatSettings
 from spectui.chat.salvage import Salvaged
-from spectui.chat.settings import ChatSettings
 from spectui.chat.store import ChatInfo, ChatStore, StoredMessage
 from spectui.errors import SpectuiError
 from spectui.faults import EXIT_FAULT, StoreDamaged

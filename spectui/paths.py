@@ -57,7 +57,7 @@ def cache_dir() -> Path:
 
 
 def settings_path() -> Path:
-    """The user's `config.toml` (see `spectui.settings`)."""
+    """The user's `config.toml` (see `spectui.config_file`)."""
     return config_dir() / "config.toml"
 
 

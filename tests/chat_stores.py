@@ -8,8 +8,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from spectui.chat.chat_settings import ChatSettings
 from spectui.chat.conversation import Conversation
-from spectui.chat.settings import ChatSettings
 from spectui.chat.store import ChatStore
 from spectui.paths import chats_db_path
 from spectui.session.figures import ReplyFigures

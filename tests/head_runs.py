@@ -13,9 +13,9 @@ import lossless
 import pytest
 import tiny_bigram
 
-from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.drafters import DrafterSpec
 from spectui.engine.events import Finished
+from spectui.engine.generation_config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.generator import Generator, load_generator
 from spectui.engine.step.drafter import FixedBudget
 

@@ -12,7 +12,7 @@ import pytest
 from numerics import RowRecorder
 from scipy.stats import chisquare
 
-from spectui.engine.config import SamplingConfig
+from spectui.engine.generation_config import SamplingConfig
 from spectui.engine.generator import load_generator
 from spectui.engine.model.llama_model import LlamaModel
 from spectui.engine.step import sampling, speculative

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from autodraft_cycles import feed_cycles
 
-from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters.chain import AheadOf, Behind
+from spectui.engine.generation_config import SamplingConfig
 from spectui.engine.planning.autodraft import AutoDraft
 from spectui.engine.step.drafter import Budget, BudgetDefaults, BudgetView, CappedBudget, FixedBudget
 from spectui.engine.step.draftplan import Calibration, DraftPlan

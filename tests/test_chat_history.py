@@ -11,12 +11,12 @@ from chat_stores import VERSION_1_FILLER, overwrite_page, page_holding, version_
 from pydantic import ValidationError
 
 from spectui import limits
+from spectui.chat.chat_settings import ChatSettings
 from spectui.chat.conversation import Conversation
 from spectui.chat.safe_store import SafeStore
-from spectui.chat.settings import ChatSettings
 from spectui.chat.store import COLUMNS, SCHEMA_VERSION, ChatStore
 from spectui.chat.template import ChatMessage
-from spectui.engine.config import LLAMA_CPP_SAMPLING, RecommendedSampling
+from spectui.engine.generation_config import LLAMA_CPP_SAMPLING, RecommendedSampling
 from spectui.session.figures import ReplyFigures
 
 

@@ -133,7 +133,7 @@ def test_bench_json_has_the_spread_the_load_and_the_threads(tiny_pair, capsys):
 def test_sampled_rounds_draw_new_texts_and_greedy_rounds_repeat_theirs():
     from spectui.bench import Workload, round_workload
     from spectui.chat.template import ChatFormat
-    from spectui.engine.config import GenerationConfig, SamplingConfig
+    from spectui.engine.generation_config import GenerationConfig, SamplingConfig
 
     text = ChatFormat(None, mode="completion")
     sampled = Workload(["hi"], GenerationConfig(sampling=SamplingConfig(temperature=0.8, seed=7)), None, text)

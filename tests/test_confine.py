@@ -194,7 +194,7 @@ def test_a_config_problem_is_one_line_naming_file_field_and_fix(spectui_home: Pa
 
 def test_a_home_folder_in_config_is_expanded(spectui_home: Path, monkeypatch: pytest.MonkeyPatch,
                                              tmp_path: Path) -> None:
-    from spectui.settings import load_settings
+    from spectui.config_file import load_settings
 
     monkeypatch.setenv("HOME", str(tmp_path))
     config = spectui_home / "config" / "config.toml"

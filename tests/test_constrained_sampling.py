@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from lossless import chi_square_pvalue
 
-from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished
+from spectui.engine.generation_config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.generator import load_generator
 from spectui.engine.model.llama_model import LlamaModel
 from spectui.engine.step import sampling, speculative

@@ -29,11 +29,11 @@ from head_runs import (
 )
 
 from spectui.cli import main
-from spectui.engine.config import AUTO, SamplingConfig
 from spectui.engine.drafters import DrafterSpec
 from spectui.engine.drafters.dspark import MarkovHead
 from spectui.engine.files.gguf_file import read_header
 from spectui.engine.files.heads import HeadFacts, TargetFacts, misfit, read_head
+from spectui.engine.generation_config import AUTO, SamplingConfig
 from spectui.engine.generator import load_generator
 from spectui.engine.step.drafter import FixedBudget
 from spectui.session import memory

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from spectui.engine import drafters as registry
-from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.drafters import KINDS, DrafterKind, DrafterSpec, offered_kinds
 from spectui.engine.events import Finished, TextPiece
+from spectui.engine.generation_config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.generator import load_generator
 from spectui.engine.step.drafter import Drafter
 from spectui.ui.chat_view import origin_style

@@ -15,9 +15,9 @@ import pytest
 from lossless import GREEDY, N_STEPS, PROMPT, PURE, chi_square_pvalue, exact_distribution, greedy_continuation
 from numerics import assert_same_evaluation
 
-from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.doubles.scripted_drafter import ScriptedDrafter
 from spectui.engine.events import Finished
+from spectui.engine.generation_config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.generator import Generator
 from spectui.engine.model.llama_model import LlamaModel
 from spectui.engine.step import sampling, speculative

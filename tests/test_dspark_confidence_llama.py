@@ -16,8 +16,8 @@ import tiny_bigram
 import tiny_dflash
 from head_runs import LLAMA_SPECULATIVE, PROMPTS, THREADS, StopBelow, run
 
-from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters import DrafterSpec
+from spectui.engine.generation_config import SamplingConfig
 from spectui.engine.generator import load_generator
 
 pytestmark = pytest.mark.skipif(not LLAMA_SPECULATIVE.exists(),

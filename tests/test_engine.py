@@ -10,8 +10,8 @@ import pytest
 from conftest import EOS_PROMPT
 from numerics import GreedyReference, assert_same_evaluation
 
-from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished, Progress, TextPiece
+from spectui.engine.generation_config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.generator import Generator, load_generator
 from spectui.engine.model.llama_model import LlamaModel
 from spectui.engine.step.drafter import FixedBudget

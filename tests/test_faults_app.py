@@ -50,7 +50,7 @@ def greedy_reply(pair: tiny_gguf.TinyPair, text: str, max_tokens: int) -> str:
     """What the target alone writes to `text` as the app's first message (the truth a cut reply
     must be a prefix of)."""
     from spectui.chat.template import ChatFormat, ChatMessage
-    from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
+    from spectui.engine.generation_config import DraftControl, GenerationConfig, SamplingConfig
     from spectui.engine.generator import load_generator
 
     gen = load_generator(pair.target, None, n_ctx=1024, n_threads=1)

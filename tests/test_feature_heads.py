@@ -28,9 +28,9 @@ from head_runs import (
 from numerics import GreedyReference, assert_same_distribution, assert_same_evaluation
 
 from spectui.cli import main
-from spectui.engine.config import AUTO
 from spectui.engine.drafters import DrafterSpec
 from spectui.engine.drafters.taps import FeatureTaps
+from spectui.engine.generation_config import AUTO
 from spectui.engine.generator import Generator, load_generator
 from spectui.engine.model.llama_model import LlamaModel
 from spectui.engine.step.drafter import FixedBudget

@@ -18,8 +18,8 @@ from spectui.bench.report import RunInfo, RunTotals, make_row
 from spectui.catalog import checks, record
 from spectui.catalog.loader import load_catalog
 from spectui.cli import main
-from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.drafters import DrafterSpec, colour_of, legend
+from spectui.engine.generation_config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.generator import load_generator
 from spectui.errors import IncompatibleDraftError
 from spectui.serve.metrics import Metrics

@@ -38,9 +38,9 @@ from spectui.catalog.local.head_speeds import (
 )
 from spectui.chat.template import ChatFormat
 from spectui.cli import main
-from spectui.engine.config import SamplingConfig
 from spectui.engine.doubles.scripted_drafter import ScriptedDrafter
 from spectui.engine.doubles.scripted_target import ScriptedTarget, bigram_script
+from spectui.engine.generation_config import SamplingConfig
 from spectui.engine.generator import Generator
 from spectui.engine.step.drafter import Budget, Proposal
 from spectui.session import baseline, head_order

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished
+from spectui.engine.generation_config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.generator import load_generator
 from spectui.engine.llama import hostcost
 

@@ -16,9 +16,9 @@ import tiny_hybrid
 from numerics import GreedyReference, assert_same_evaluation
 from tiny_gguf import TinyPair
 
-from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished, Progress
 from spectui.engine.files import recurrent
+from spectui.engine.generation_config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.generator import Generator, load_generator
 from spectui.engine.llama import llama_log
 from spectui.engine.model.llama_model import LlamaModel

@@ -289,7 +289,7 @@ def test_other_tools_stores_are_never_written(stores: Layout, capsys) -> None:
 
 
 def test_local_pairings_feed_the_in_app_picker(stores: Layout) -> None:
-    from spectui.ui.pairs import local_label, local_pairings
+    from spectui.ui.pair_palette import local_label, local_pairings
 
     labels = [local_label(p) for p in local_pairings()]
     assert "local ollama:tiny:7b + ollama:someone/tinier:q8" in labels
@@ -302,7 +302,7 @@ def test_local_pairings_feed_the_in_app_picker(stores: Layout) -> None:
      ("local_model_dirs = [", "not valid TOML")],
 )
 def test_a_bad_config_file_is_one_line(spectui_home: Path, text: str, expected: str) -> None:
-    from spectui.settings import load_settings
+    from spectui.config_file import load_settings
 
     path = spectui_home / "config" / "config.toml"
     path.parent.mkdir(parents=True)

@@ -24,13 +24,13 @@ from ui_harness import SIZE, GatedApp, RecordingApp, figures_text, held, options
 from spectui.chat.store import ChatStore
 from spectui.chat.template import ChatFormat, ChatMessage
 from spectui.cli import main
-from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.drafters import DrafterSpec
 from spectui.engine.drafters.chain import Behind, Lookup
 from spectui.engine.drafters.lookup_gate import Calibration
 from spectui.engine.drafters.ngram import NgramDrafter
 from spectui.engine.drafters.suffix import SuffixDrafter
 from spectui.engine.events import Finished, Progress
+from spectui.engine.generation_config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.generator import Generator, load_generator
 from spectui.engine.model.llama_model import LlamaModel
 from spectui.engine.planning import autodraft

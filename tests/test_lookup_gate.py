@@ -12,12 +12,12 @@ from autodraft_cycles import feed_cycles
 
 from spectui.chat.store import ChatStore
 from spectui.chat.template import ChatFormat, ChatMessage
-from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters import lookup_gate
 from spectui.engine.drafters.chain import AheadOf
 from spectui.engine.drafters.lookup_gate import Calibration
 from spectui.engine.drafters.ngram import NgramDrafter
 from spectui.engine.drafters.suffix import SuffixDrafter
+from spectui.engine.generation_config import SamplingConfig
 from spectui.engine.planning.autodraft import AutoDraft
 from spectui.engine.step.drafter import CappedBudget, FixedBudget
 from spectui.session.history import history_source, read_past_chats

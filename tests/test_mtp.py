@@ -20,10 +20,10 @@ from tiny_gguf import write_header_model
 
 from spectui.catalog import record
 from spectui.cli import main
-from spectui.engine.config import AUTO
 from spectui.engine.drafters import AUTO_KIND, DrafterSpec
 from spectui.engine.drafters import mtp as mtp_module
 from spectui.engine.drafters.mtp_context import HiddenRows
+from spectui.engine.generation_config import AUTO
 from spectui.engine.generator import Generator, load_generator
 from spectui.engine.model.llama_model import LlamaModel
 from spectui.session.options import models_from_args, pair_drafter_kind

@@ -15,8 +15,8 @@ from mtp_runs import THREADS, MtpPair, first_proposal
 from numerics import GreedyReference, assert_same_distribution, assert_same_evaluation
 from tiny_gguf import TinyPair
 
-from spectui.engine.config import AUTO
 from spectui.engine.drafters import DrafterSpec
+from spectui.engine.generation_config import AUTO
 from spectui.engine.generator import Generator, load_generator
 from spectui.engine.model.llama_model import LlamaModel
 

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from numerics import RowRecorder, assert_same_or_near_tie, logit_bound
 
-from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.doubles.scripted_drafter import ScriptedDrafter
 from spectui.engine.doubles.scripted_target import ScriptedTarget
 from spectui.engine.events import Finished
+from spectui.engine.generation_config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.generator import Generator
 from spectui.engine.step import sampling
 

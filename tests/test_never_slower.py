@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from virtual_clock import Clock, install
 
-from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.doubles.scripted_drafter import ScriptedDrafter
 from spectui.engine.doubles.scripted_target import ScriptedTarget, bigram_script
 from spectui.engine.events import Finished, HoldBack, Progress
+from spectui.engine.generation_config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.generator import Generator
 from spectui.engine.planning.autodraft import AutoDraft
 from spectui.engine.planning.pays import FIRST_PROBE, LAST_PROBE, PLAIN_EVERY, RELEASE_ABOVE, PaysGuard

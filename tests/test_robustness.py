@@ -19,9 +19,9 @@ import tiny_gguf
 from spectui import cli
 from spectui.chat.template import PromptStyle
 from spectui.cli import build_parser, main, with_default_command
-from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished
 from spectui.engine.files.gguf_file import diagnose, expected_size
+from spectui.engine.generation_config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.generator import load_generator
 from spectui.engine.model.file_checks import check_compatible_files
 from spectui.errors import IncompatibleDraftError, ModelLoadError

@@ -22,8 +22,8 @@ import pytest
 from rpc_workers import free_port, start_worker
 
 from spectui.engine import rpc
-from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.events import Finished, Progress
+from spectui.engine.generation_config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.generator import Generator, load_generator
 from spectui.engine.rpc import wire as rpc_wire
 from spectui.errors import RpcError

@@ -17,8 +17,8 @@ from textual.widgets import Static
 from ui_harness import RecordingApp, ready, send, shown
 
 from spectui.cli import build_parser
-from spectui.engine.config import AUTO, LLAMA_CPP_SAMPLING, DraftControl, recommended_sampling
 from spectui.engine.drafters import DrafterSpec
+from spectui.engine.generation_config import AUTO, LLAMA_CPP_SAMPLING, DraftControl, recommended_sampling
 from spectui.engine.model.llama_model import LlamaModel
 from spectui.session.options import ChatOptions
 

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from spectui.engine.config import SamplingConfig
+from spectui.engine.generation_config import SamplingConfig
 from spectui.engine.step import sampling
 
 

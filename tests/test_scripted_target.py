@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from lossless import PROCESSED, chi_square_pvalue
 
-from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.doubles.scripted_drafter import ScriptedDrafter
 from spectui.engine.doubles.scripted_target import ScriptedTarget, bigram_script
 from spectui.engine.events import Finished
+from spectui.engine.generation_config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.generator import Generator
 from spectui.engine.step import sampling, speculative
 from spectui.engine.step.drafter import FixedBudget

@@ -15,7 +15,7 @@ import tiny_gguf
 from serving import Served, served
 
 from spectui.bench import run_all, workload
-from spectui.engine.config import GenerationConfig, SamplingConfig
+from spectui.engine.generation_config import GenerationConfig, SamplingConfig
 
 GREEDY = {"temperature": 0}
 QUESTION = "Tell me about gears."
@@ -218,7 +218,7 @@ def test_a_seed_repeats_a_sampled_reply(server, k) -> None:
 
 
 def test_omitted_sampling_fields_get_the_models_recommended_sampling(server) -> None:
-    from spectui.engine.config import LLAMA_CPP_SAMPLING
+    from spectui.engine.generation_config import LLAMA_CPP_SAMPLING
 
     assert server.state.defaults.sampling == LLAMA_CPP_SAMPLING  # the tiny GGUF names none
     a, b = (chat(server, max_tokens=20, seed=3, k=0).choices[0].message.content for _ in range(2))

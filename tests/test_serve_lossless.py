@@ -17,7 +17,7 @@ import pytest
 from lossless import chi_square_pvalue
 from serving import Served, served
 
-from spectui.engine.config import SamplingConfig
+from spectui.engine.generation_config import SamplingConfig
 from spectui.engine.model.llama_model import LlamaModel
 from spectui.engine.step import sampling, speculative
 

@@ -15,8 +15,8 @@ from ui_harness import SIZE, RecordingApp, options, ready, run_async, send
 
 from spectui.chat.template import ChatMessage
 from spectui.cli import main
-from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters import DrafterSpec
+from spectui.engine.generation_config import SamplingConfig
 from spectui.session import baseline
 from spectui.session.loaded import EngineSession, NotLoaded
 from spectui.session.pair_load import LoadedPair, LoadPlan, LoadReport, LoadSpec

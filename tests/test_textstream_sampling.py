@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spectui.engine.config import AUTO, DraftControl, SamplingConfig
+from spectui.engine.generation_config import AUTO, DraftControl, SamplingConfig
 from spectui.engine.step import sampling
 from spectui.engine.textstream import TextStream
 

@@ -101,8 +101,8 @@ def test_families_read_but_not_constrained_have_no_grammar() -> None:
 def test_a_control_token_a_call_needs_is_shown_only_when_asked(tiny_pair) -> None:
     """llama.cpp renders a control token as nothing; a reply that may call a tool shows the
     family's control-token markers (`[TOOL_CALLS]`...) as text, as llama-server's preserved tokens."""
-    from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
     from spectui.engine.events import Finished
+    from spectui.engine.generation_config import DraftControl, GenerationConfig, SamplingConfig
     from spectui.engine.generator import load_generator
 
     generator = load_generator(tiny_pair.target, None, n_ctx=512, n_threads=2)

@@ -31,9 +31,9 @@ from lossless import (
 )
 from numerics import RowRecorder, assert_same_evaluation, assert_same_or_near_tie
 
-from spectui.engine.config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.doubles.scripted_drafter import ScriptedDrafter
 from spectui.engine.events import Finished
+from spectui.engine.generation_config import DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.generator import Generator
 from spectui.engine.model.llama_model import LlamaModel
 from spectui.engine.model.tree_cache import TreeLayout

@@ -30,9 +30,9 @@ from ui_harness import (
     until,
 )
 
-from spectui.chat.settings import ChatSettings
+from spectui.chat.chat_settings import ChatSettings
 from spectui.chat.store import ChatStore
-from spectui.engine.config import SamplingConfig
+from spectui.engine.generation_config import SamplingConfig
 from spectui.paths import chats_db_path
 from spectui.ui.chat_view import AssistantMessage, UserMessage
 from spectui.ui.engine_host import EngineHost

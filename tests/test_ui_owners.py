@@ -16,7 +16,7 @@ from ui_harness import SIZE, RecordingApp, options, ready, run_async, send, unti
 
 from spectui.ui.state import ChatState, ReplyState
 
-WRITERS = {"spectui.ui.chat_column", "spectui.ui.chat_pane", "spectui.ui.state"}
+WRITERS = {"spectui.ui.chat_column", "spectui.ui.reply_flow", "spectui.ui.state"}
 """Where an assignment may come from (`spectui.ui.state`: the dataclasses' own `__init__`)."""
 
 

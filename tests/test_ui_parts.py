@@ -8,23 +8,23 @@ from pathlib import Path
 import pytest
 
 from spectui.cli import build_parser
-from spectui.engine.config import AUTO, DraftControl
 from spectui.engine.drafters.spec import DrafterInfo
 from spectui.engine.events import CycleStats, Finished, GenerationStats, Progress
+from spectui.engine.generation_config import AUTO, DraftControl
 from spectui.errors import SpectuiError
 from spectui.session import memory
 from spectui.session.baseline import Baseline, from_finished
 from spectui.session.figures import ReplyFigures, comparison_verdict, describe_k, meta_line
 from spectui.session.options import options_from_args
 from spectui.session.reply import ReplyDone, ReplyPiece
-from spectui.ui.messages import ReplyFinished, ReplyUpdate
+from spectui.ui.messages import ReplyBatch, ReplyFinished
 from spectui.ui.stats_panel import (
     HIDDEN,
     acceptance_series,
     figures,
     low_acceptance_advice,
 )
-from spectui.ui.workers import ReplyBatcher
+from spectui.ui.worker_reports import ReplyBatcher
 
 GB = 10**9
 
@@ -210,7 +210,7 @@ def test_batcher_posts_every_event_at_interval_zero_and_one_batch_when_slow() ->
     batcher = ReplyBatcher(posted.append, "reply", interval=0.0)
     for event in events():
         batcher.add(event)
-    updates = [m for m in posted if isinstance(m, ReplyUpdate)]
+    updates = [m for m in posted if isinstance(m, ReplyBatch)]
     assert len(updates) == 4 and isinstance(posted[-1], ReplyFinished)
     posted.clear()
     slow = ReplyBatcher(posted.append, "reply", interval=3600.0)
@@ -259,7 +259,7 @@ def test_options_from_a_pulled_catalog_pair(tiny_pair, spectui_home: Path) -> No
 def test_a_chat_recorded_with_another_pulled_pair_reopens_with_that_pairs_files(tiny_pair, spectui_home: Path) -> None:
     # `recorded_options` read `draft_model`, a field ResolvedPair never had (found by mypy)
     from spectui.catalog import pull_adhoc
-    from spectui.ui.chat_actions import recorded_options
+    from spectui.session.options import recorded_options
 
     pull_adhoc("tiny", str(tiny_pair.target), str(tiny_pair.draft))
     current = options_from_args(chat_args("--target", "t.gguf", "--draft", "d.gguf"))
@@ -275,7 +275,7 @@ def test_unknown_pair_names_the_pull_command(spectui_home: Path) -> None:
 
 def test_pull_progress_is_posted_not_printed_and_a_quit_interrupts_it() -> None:
     from spectui.ui.messages import LoadProgress
-    from spectui.ui.workers import tqdm_posting
+    from spectui.ui.worker_reports import tqdm_posting
 
     posted: list[object] = []
     cancelled = {"now": False}

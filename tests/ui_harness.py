@@ -29,7 +29,7 @@ from spectui.ui.app import SpectuiApp
 from spectui.ui.chat_pane import ChatPane
 from spectui.ui.chat_view import NoteMessage
 from spectui.ui.engine_host import EngineHost
-from spectui.ui.messages import ReplyFinished, ReplyUpdate
+from spectui.ui.messages import ReplyBatch, ReplyFinished
 
 DEADLINE = 60.0
 SIZE = (120, 40)
@@ -57,7 +57,7 @@ class RecordingPane(ChatPane):
     """Records, in its app's `updates` and `finishes`, the reply messages the reply worker posts
     to the chat pane (handlers of every class in the MRO run: these first)."""
 
-    def on_reply_update(self, message: ReplyUpdate) -> None:
+    def on_reply_batch(self, message: ReplyBatch) -> None:
         self.app.updates.append(message)  # type: ignore[attr-defined]
 
     def on_reply_finished(self, message: ReplyFinished) -> None:
@@ -71,7 +71,7 @@ class RecordingApp(SpectuiApp):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.updates: list[ReplyUpdate] = []
+        self.updates: list[ReplyBatch] = []
         self.finishes: list[ReplyFinished] = []
         self.engine.update_interval = 0.0
         self.pair.load_meter = StillMachine()  # type: ignore[assignment]
@@ -87,7 +87,7 @@ class GatedPane(RecordingPane):
 
     def post_message(self, message: object) -> bool:
         posted = super().post_message(message)  # type: ignore[arg-type]
-        if isinstance(message, ReplyUpdate) and message.cycles and not self.gate.is_set():
+        if isinstance(message, ReplyBatch) and message.cycles and not self.gate.is_set():
             self.held.set()
             self.gate.wait(DEADLINE)
         return posted

@@ -33,7 +33,14 @@ from spectui import faults, safe_text, signals
 from spectui.bench import refusals
 from spectui.bench.report import BenchRow, RunInfo, RunTotals, format_table, make_row, warnings
 from spectui.chat.template import ChatFormat, ChatMessage
-from spectui.engine.config import AUTO, LLAMA_CPP_SAMPLING, DraftControl, DraftLength, GenerationConfig, SamplingConfig
+from spectui.engine.generation_config import (
+    AUTO,
+    LLAMA_CPP_SAMPLING,
+    DraftControl,
+    DraftLength,
+    GenerationConfig,
+    SamplingConfig,
+)
 from spectui.engine.generator import Generator
 from spectui.errors import LoadCancelled, SpectuiError
 from spectui.session import machine

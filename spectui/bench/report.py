@@ -9,8 +9,8 @@ from pathlib import Path
 from statistics import median
 from typing import TypedDict
 
-from spectui.engine.config import DraftLength, GenerationConfig
 from spectui.engine.events import GenerationStats, SourceTotals
+from spectui.engine.generation_config import DraftLength, GenerationConfig
 from spectui.engine.llama.hostcost import HostCost
 from spectui.session.figures import ReplyFigures
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from spectui import paths
 from spectui.catalog.pairs import PairStatus, ResolvedPair
-from spectui.engine.config import AUTO, DraftLength
+from spectui.engine.generation_config import AUTO, DraftLength
 from spectui.errors import CatalogError
 
 if TYPE_CHECKING:

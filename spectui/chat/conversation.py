@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from spectui.chat.settings import ChatSettings
+from spectui.chat.chat_settings import ChatSettings
 from spectui.chat.store import ChatInfo, ChatSummary, StoredMessage
 from spectui.chat.template import ChatMessage
 

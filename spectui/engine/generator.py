@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 
 from spectui.engine import drafters as registry
-from spectui.engine.config import AUTO, DraftControl, GenerationConfig
 from spectui.engine.drafters.chain import ChainDrafter
 from spectui.engine.drafters.spec import BuildContext, DrafterInfo, DrafterSpec, HistorySource
 from spectui.engine.events import (
@@ -33,6 +32,7 @@ from spectui.engine.events import (
     TokenLogprobs,
 )
 from spectui.engine.files.heads import check_not_a_head
+from spectui.engine.generation_config import AUTO, DraftControl, GenerationConfig
 from spectui.engine.llama import hostcost
 from spectui.engine.model.llama_model import LlamaModel
 from spectui.engine.model.loading import ProgressCallback

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from spectui.chat.template import ChatMessage, PromptStyle
-from spectui.engine.config import AUTO, DraftControl, DraftLength, SamplingConfig
+from spectui.engine.generation_config import AUTO, DraftControl, DraftLength, SamplingConfig
 from spectui.errors import SpectuiError
 from spectui.serve.schema import ChatRequest, CompletionRequest, Message, Sampling
 from spectui.session.reply import ReplyRequest

@@ -37,7 +37,7 @@ from spectui.serve.tool_grammar import LAZY, Function, Thinking, call_grammar
 
 if TYPE_CHECKING:
     from spectui.chat.template import ChatFormat, ChatMessage
-    from spectui.engine.config import SamplingConfig
+    from spectui.engine.generation_config import SamplingConfig
     from spectui.engine.generator import Generator
     from spectui.serve.schema import ChatRequest
     from spectui.session.reply import ReplyDone, ReplyRequest

@@ -20,8 +20,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from spectui import faults
-from spectui.engine.config import AUTO, DraftControl, SamplingConfig
 from spectui.engine.events import Finished, GenerationStats
+from spectui.engine.generation_config import AUTO, DraftControl, SamplingConfig
 from spectui.session.machine import load_changed
 from spectui.session.reply import ReplyDone, ReplyRequest, run_reply
 

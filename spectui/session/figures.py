@@ -16,9 +16,9 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from spectui.engine.config import AUTO, DraftControl, SamplingConfig
 from spectui.engine.drafters.spec import DrafterInfo
 from spectui.engine.events import GenerationStats
+from spectui.engine.generation_config import AUTO, DraftControl, SamplingConfig
 
 REASONS = {
     "cancelled": "stopped",

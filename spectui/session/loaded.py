@@ -172,7 +172,7 @@ class EngineSession:
 
 def _offered(generator: Generator, chat_format: ChatFormat) -> LoadedPair:
     """What the loaded generator offers, as plain values (GGUF metadata reads: the loading thread)."""
-    from spectui.engine.config import recommended_sampling
+    from spectui.engine.generation_config import recommended_sampling
 
     target = generator.target
     return LoadedPair(generator.describe(), chat_format.description, chat_format.mode,

@@ -11,10 +11,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from spectui.chat.settings import ChatSettings
+from spectui.chat.chat_settings import ChatSettings
 from spectui.chat.template import ChatMessage, PromptStyle
-from spectui.engine.config import AUTO, DraftControl, DraftLength, RecommendedSampling
 from spectui.engine.drafters import AUTO_KIND, DrafterSpec, check_spec
+from spectui.engine.generation_config import AUTO, DraftControl, DraftLength, RecommendedSampling
 from spectui.errors import SpectuiError
 from spectui.limits import MAX_SEED
 from spectui.session.reply import ReplyRequest
@@ -191,6 +191,51 @@ def models_record(options: ChatOptions) -> dict[str, Any]:
     draft = options.drafter.draft
     return {"pair": options.pair_name, "target": str(options.target), "draft": str(draft) if draft else None,
             "drafter": options.drafter.kind}
+
+
+CUSTOM = "custom"
+"""The pair name of models given as files (`--target`/`--draft`), not a catalog pair."""
+
+
+def recorded_options(options: ChatOptions, pair: str, models: dict[str, Any]) -> tuple[ChatOptions | None, str]:
+    """The options to reopen a chat with its recorded models: (options, "") when they differ
+    from `options` and are available, (None, why) when they are not, (None, "") when the chat
+    runs with `options` anyway (the same models, or none recorded).
+
+    `--resume` without models named on the command line reopens the last chat with the pair it
+    last ran with (a catalog pair by name, other models by their files, as `models_record` kept
+    them); when that pair is not available any more, `why` says so and the chat continues with
+    the pair the command line resolved."""
+    name = str(models.get("pair") or pair or "")
+    target = models.get("target")
+    if not name and not target:
+        return None, ""
+    if name == options.pair_name and (name != CUSTOM or str(options.target) == target):
+        return None, ""
+    kind = str(models.get("drafter") or options.drafter.kind)
+    if name and name != CUSTOM:
+        from spectui.catalog import resolve_pair
+
+        try:
+            resolved = resolve_pair(name)
+        except SpectuiError as error:
+            return None, unavailable(f"pair {name}", str(error), options)
+        return for_pair(options, name, resolved.target, resolved.draft, kind, resolved.recommended_k), ""
+    if not target:
+        return None, ""
+    target_path = Path(str(target))
+    draft_path = Path(str(models["draft"])) if models.get("draft") else None
+    files = [target_path, *([draft_path] if draft_path else [])]
+    if (missing := next((f for f in files if not f.is_file()), None)) is not None:
+        named = models_label(target_path, draft_path)
+        return None, unavailable(named, f"{missing} is not there any more", options)
+    spec = DrafterSpec(kind, draft_path, options.drafter.draft_n_gpu_layers)
+    return replace(options, pair_name=CUSTOM, target=target_path, drafter=spec, rpc=options.rpc_named), ""
+
+
+def unavailable(what: str, why: str, options: ChatOptions) -> str:
+    return (f"this chat was recorded with {what}, which is not available now ({why}); "
+            f"it continues with {options.models_label}")
 
 
 def pair_rpc(name: str) -> str | None:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from spectui.engine.config import RecommendedSampling
 from spectui.engine.drafters.spec import DrafterInfo, DrafterSpec, HistorySource
+from spectui.engine.generation_config import RecommendedSampling
 from spectui.errors import SpectuiError
 
 if TYPE_CHECKING:

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 from spectui.chat.reasoning import Markers, ReasoningSplitter, count_tokens_through, split_text
 from spectui.chat.template import ChatFormat, ChatMessage, PromptStyle, encode_prompt
-from spectui.engine.config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.engine.events import FAULT_REASONS, TARGET, Finished, GenerationStats, Progress, TextPiece, TokenLogprobs
+from spectui.engine.generation_config import AUTO, DraftControl, GenerationConfig, SamplingConfig
 from spectui.errors import SpectuiError
 from spectui.session.figures import ReplyFigures, describe_k, sampling_label
 

@@ -1,12 +1,13 @@
 """`ChatColumn`, the `#chat-column` as the chat shows it: the status line, the chat log and the
-message box, and the state of what they show — the chat (`ChatState`) and the reply in progress
-(`ReplyState`) — written here and in its subclass `ChatPane` (`spectui.ui.chat_pane`: the reply
-flow), nowhere else. The app's parts change them through the methods here, the reply keys
-through `ChatPane`'s.
+message box, and the state of what they show — the chat (`ChatState`: shown, resumed, its mode
+and settings line with the loaded model) and the reply in progress (`ReplyState`) — written here
+and in its subclass `ReplyFlow` (`spectui.ui.reply_flow`: the reply flow), nowhere else. The
+widget itself is `ChatPane` (`spectui.ui.chat_pane`), their subclass, which holds the chat's keys:
+their actions change the state through the methods here and `ReplyFlow`'s.
 
 - A message typed while the models load is queued (shown as such, said in the status line) and
   sent once they are ready; Escape cancels it and gives the text back to the message box.
-- Up in an empty message box edits the last message (`ChatPane.edit_last`): the turn is marked,
+- Up in an empty message box edits the last message (`ReplyFlow.edit_last`): the turn is marked,
   its text back in the box; Escape cancels.
 """
 
@@ -18,9 +19,10 @@ from rich.console import RenderableType
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
+from spectui.chat.chat_settings import ChatSettings
 from spectui.chat.conversation import Conversation
-from spectui.chat.settings import ChatSettings
 from spectui.session.baseline import Baseline
+from spectui.session.options import ChatOptions, recorded_options
 from spectui.session.reply import ReplyRequest
 from spectui.ui.chat_view import AssistantMessage, ChatLog, NoteMessage, UserMessage
 from spectui.ui.messages import ReplyPurpose
@@ -28,7 +30,7 @@ from spectui.ui.prompt import PromptInput
 from spectui.ui.state import ChatState, PairState, QuitState, ReplyState
 from spectui.ui.stats_panel import StatsPanel
 from spectui.ui.status_line import StatusLine
-from spectui.ui.workers import ReplyBatcher
+from spectui.ui.worker_reports import ReplyBatcher
 
 
 class ReplyEngine(Protocol):
@@ -39,6 +41,14 @@ class ReplyEngine(Protocol):
         """Run the reply in a worker that posts its messages (a failure too) to the pane."""
     def set_baseline(self, measured: Baseline) -> None: ...
     def set_reload_pending(self, pending: bool) -> None: ...
+    def use_options(self, options: ChatOptions) -> None:
+        """A resumed chat's recorded models: the pair loaded next."""
+    def step_k(self, delta: int) -> None:
+        """F2/F3 (the draft control is the engine host's)."""
+    def toggle_speculation(self) -> None:
+        """F4."""
+    def next_drafter(self) -> None:
+        """F7."""
 
 
 class ChatHost(Protocol):
@@ -54,14 +64,16 @@ class ChatHost(Protocol):
     def engine(self) -> ReplyEngine: ...
     async def reload_first(self, text: str) -> bool:
         """Load the models again first when a fault asks for it (`text` is then queued)."""
+    def refresh_subtitle(self) -> None:
+        """The header's second line, after the chat's mode changed."""
     def exit(self, result: int | None = None, return_code: int = 0,
              message: RenderableType | None = None) -> None: ...
 
 
 class ChatColumn(Vertical):
     """Owns `chat` (the conversation shown, its store, mode, colours) and `replies` (the reply in
-    progress, the queued message, the edit); the app's parts read them through `app.chat` and
-    `app.replies`, and change them through the methods here and `ChatPane`'s."""
+    progress, the queued message, the edit); the other parts read them through `app.chat` and
+    `app.replies`, and change them through the methods here and `ReplyFlow`'s."""
 
     def __init__(self, chat: ChatState, *, id: str) -> None:
         super().__init__(id=id)
@@ -123,10 +135,72 @@ class ChatColumn(Vertical):
             message.set_colouring(self.chat.colouring)
         return self.chat.colouring
 
-    async def show_conversation(self, conversation: Conversation, show_timings: bool) -> None:
-        """Replace the log with a stored conversation (resume, or picked from the list)."""
+    async def show_conversation(self, conversation: Conversation) -> None:
+        """Replace the log with a stored conversation (resume, or picked from the list), in its
+        mode and settings."""
         self.chat.conversation = conversation
-        await self.log_view.show_stored(conversation, self.chat.colouring, show_timings)
+        await self.log_view.show_stored(conversation, self.chat.colouring, self.host.pair.options.show_timings)
+        self.apply_chat_mode()
+        self.refresh_settings()
+
+    def new_conversation(self) -> Conversation:
+        """A new chat, with the settings and system prompt of the one it replaces."""
+        old = self.chat.conversation
+        return Conversation(self.chat.store, self.host.pair.options.pair_name, old.system, old.settings)
+
+    async def resume_last_chat(self) -> None:
+        """`--resume`: the last chat, with the models it was recorded with unless models were
+        named (`recorded_options`)."""
+        pair = self.host.pair
+        chat_id = self.chat.store.last_chat_id()
+        if chat_id is None:
+            await self.note("no saved chat to resume: this is a new one")
+            return
+        conversation = Conversation.open(self.chat.store, chat_id, pair.options.chat_settings())
+        await self.show_conversation(conversation)
+        if pair.options.models_named:
+            return
+        options, line = recorded_options(pair.options, conversation.pair, conversation.models)
+        if options is not None:
+            self.host.engine.use_options(options)
+            await self.note(f"resumed with the models this chat was recorded with: {options.models_label}")
+        elif line:
+            self.notify(line, severity="warning", timeout=12)
+            await self.note(line, "warning")
+
+    # ----- its mode and settings, with the loaded model ------------------------------------------
+
+    def chat_mode(self, conversation: Conversation) -> str:
+        """The mode this chat runs in with the loaded model: its own unless `--mode` was given."""
+        pair = self.host.pair
+        loaded = pair.session.chat_format
+        if loaded is None:
+            return conversation.mode or self.chat.mode
+        if conversation.mode and not pair.options.mode_named:
+            return loaded.switched(conversation.mode).mode
+        return pair.loaded_mode or loaded.mode
+
+    def apply_chat_mode(self) -> None:
+        if self.host.pair.session.chat_format is not None:
+            self.set_mode(self.chat_mode(self.chat.conversation))
+            self.host.refresh_subtitle()
+
+    def thinking_switch(self) -> str | None:
+        loaded = self.host.pair.session.chat_format
+        return loaded.switched(self.chat.mode).thinking_switch if loaded is not None else None
+
+    def settings_line(self) -> str:
+        settings = self.chat.conversation.settings
+        line = settings.describe(self.host.pair.recommended_sampling)
+        switch = self.thinking_switch()
+        if switch == "enable_thinking":
+            line += f" · thinking {'on' if settings.thinking else 'off'}"
+        elif switch == "reasoning_effort":
+            line += f" · effort {settings.reasoning_effort}"
+        return line
+
+    def refresh_settings(self) -> None:
+        self.host.panel.show_settings(self.settings_line())
 
     async def add_user_turn(self, text: str) -> None:
         """The user's next message, into the chat and the log."""

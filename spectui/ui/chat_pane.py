@@ -1,301 +1,251 @@
-"""`ChatPane`, the `#chat-column`: the reply flow through the chat column (`ChatColumn`, whose
-state it shares: `ChatState`, `ReplyState`).
+"""`ChatPane`, the `#chat-column`: the chat column (`ChatColumn`) and its reply flow
+(`ReplyFlow`), with the chat's keys (shown in the footer) and actions.
 
-- A message typed while the models load waits (`ChatColumn.queue`) and is sent once the engine
-  host says they are ready (`models_ready`).
-- Up in an empty message box edits the last message: Enter resends it in place of the old turn
-  (which, with its reply, leaves the chat), Escape cancels. Ctrl+R regenerates the last reply with
-  the current K, drafter and settings. Either way the conversation, the store and the log drop
-  the replaced turn together (`Conversation.truncate`, `ChatLog.remove_from_turn`).
-- A reply runs through the session (`EngineSession.reply`, the reply core): the pane builds its
-  `ReplyRequest` (`ChatOptions.reply_request`) and asks the engine host (`ReplyEngine`) for it;
-  the host's reply worker posts its messages here — pieces (answer and thinking apart) into an
-  `AssistantMessage`, its `ReplyFigures` under it and in the store, or its failure — and the
-  pane handles them itself.
+The keys are bound here, on the widget whose state they change, not on the app: the focus is
+always in the chat column (the message box, the log, a reply, an example opening), so a key
+reaches the pane as it reached the app, and the footer lists them in the same order. Each action
+runs on the UI thread, never blocks, and changes state through its owner's methods: the chat
+column's (`app.chat`, `app.replies`), the engine host's for the speculation keys (the shared
+`DraftControl`, in place: `EngineHost.step_k`, `toggle_speculation`, `next_drafter`). The command
+palette's chat entries (`chat_palette`) run the same actions here.
+
+A chat's settings, thinking on/off, copying a reply, exporting the chat are here too.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Awaitable, Callable
-from contextlib import suppress
+from typing import ClassVar
 
-from textual.css.query import NoMatches
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.dom import DOMNode
 
-from spectui import faults
-from spectui.chat.template import ChatMessage, PromptStyle
-from spectui.engine.config import DraftControl
-from spectui.session.baseline import baseline_probe, from_stats
-from spectui.session.figures import ReplyFigures, comparison_verdict, describe_k, meta_line
-from spectui.session.options import models_record
-from spectui.session.reply import ReplyDone
-from spectui.ui.chat_column import ChatColumn
-from spectui.ui.chat_view import AssistantMessage, Comparison
+from spectui.catalog.demo import welcome
+from spectui.chat.chat_settings import EFFORTS, ChatSettings
+from spectui.chat.conversation import Conversation
+from spectui.errors import SpectuiError
+from spectui.session.figures import plural
+from spectui.ui.chat_view import AssistantMessage, NoteMessage
 from spectui.ui.examples import ExampleOpenings
-from spectui.ui.messages import ReplyFailed, ReplyFinished, ReplyPurpose, ReplyUpdate
-from spectui.ui.prompt import PromptInput
+from spectui.ui.reply_flow import ReplyFlow
+from spectui.ui.screens import ChatsScreen
+from spectui.ui.settings_screen import SettingsResult, SettingsScreen
 
 
-class ChatPane(ChatColumn):
-    """Runs the reply flow: sends, queues, edits, regenerates, compares, stops, and handles what
-    the reply worker posts."""
+class ChatPane(ReplyFlow):
+    """The chat's keys and actions: K, speculation, drafter, comparison, colours, stop, chats,
+    regenerate, edit, settings, thinking, copy, export, the example openings."""
 
-    async def models_ready(self) -> None:
-        """The engine host's word that the models are loaded and measured: ready, and the
-        message typed while they loaded sent."""
-        self.ready_status()
-        if self.replies.queued is not None:
-            await self.send_queued()
+    BINDINGS: ClassVar[list[BindingType]] = [
+        # Not run here (the app's priority binding runs first): named first only so that the
+        # footer, which lists keys in the order it first meets them, keeps Quit first.
+        Binding("ctrl+q", "app.quit", "Quit"),
+        Binding("f2", "k_down", "K-"),
+        Binding("f3", "k_up", "K+"),
+        Binding("f4", "toggle_speculation", "Spec"),
+        Binding("f5", "compare", "K=0"),
+        Binding("f6", "toggle_colours", "Colours"),
+        Binding("f7", "next_drafter", "Drafter"),
+        Binding("f8", "examples", "Examples", show=False),
+        Binding("f9", "copy_reply", "Copy", show=False),
+        Binding("f10", "export", "Export", show=False),
+        Binding("escape", "stop", "Stop"),
+        Binding("ctrl+r", "regenerate", "Regenerate", show=False),
+        Binding("ctrl+t", "toggle_thinking", "Thinking", show=False),
+        Binding("ctrl+s", "settings", "Settings"),
+        Binding("ctrl+n", "new_chat", "New chat", show=False),
+        Binding("ctrl+o", "open_chats", "Chats"),
+    ]
 
-    @property
-    def stop_requested(self) -> threading.Event:
-        """What the reply worker checks every cycle (set by `stop_reply`)."""
-        return self.replies.stop_requested
+    # ----- the speculation keys: the engine host's draft control -----------------------------------
 
-    def stop_reply(self, status: str | None = "stopping…") -> None:
-        """Stop the reply in progress at its next cycle (Escape, a quit, a new chat, the app
-        ending), saying `status` while it stops (None: nothing drawn, the terminal may be gone)."""
-        self.replies.stop_requested.set()
-        if status is not None and self.replies.busy is not None:
-            self.set_status(status, None)
+    def action_k_up(self) -> None:
+        self.host.engine.step_k(+1)
 
-    async def when_idle(self, callback: Callable[[], Awaitable[None]]) -> None:
-        """Run `callback` now, or (stopping the running reply) once it has ended.
+    def action_k_down(self) -> None:
+        self.host.engine.step_k(-1)
 
-        A handler must not wait here for the reply to end: the messages that end it are
-        handled only after this handler returns.
-        """
-        if self.replies.busy is None:
-            await callback()
+    def action_toggle_speculation(self) -> None:
+        self.host.engine.toggle_speculation()
+
+    def action_next_drafter(self) -> None:
+        """Cycle through the drafters the loaded models offer; applies from the next cycle."""
+        self.host.engine.next_drafter()
+
+    # ----- the reply keys --------------------------------------------------------------------------
+
+    async def action_compare(self) -> None:
+        """Re-run the last prompt with speculation off, beside the reply it gave."""
+        original = self.log_view.last_reply()
+        upto = self.chat.conversation.last_user_index
+        if original is None or upto is None or original.streaming:
+            self.notify("nothing to compare yet: send a message first")
             return
-        self.replies.after_idle = callback
-        self.stop_reply()
-
-    # ----- sending -------------------------------------------------------------------------------
-
-    async def on_prompt_input_submitted(self, event: PromptInput.Submitted) -> None:
-        event.stop()
-        text = event.text.strip()
-        if not text:
-            return
-        editing = self.replies.editing
-        if self.models_loading() and editing is None:
-            await self.queue(text)
-            return
-        if editing is None and await self.host.reload_first(text):
-            return
-        if editing is not None and self.can_generate():
-            await self.drop_turns(editing)
-        if await self.submit(text):
-            event.prompt.clear()
-
-    def models_loading(self) -> bool:
-        """Models are on their way (a message typed now can wait for them)."""
-        return not self.host.pair.ready and not self.host.pair.load_failed
-
-    async def submit(self, text: str) -> bool:
-        """Send `text` as the user's next message; False when no reply can start now."""
         if not self.can_generate():
-            return False
-        for examples in self.query(ExampleOpenings):
-            await examples.remove()
-        self.prompt.focus()
-        await self.add_user_turn(text)
-        await self.start_reply()
-        return True
+            return
+        await self.start_comparison(original, self.chat.conversation.prompt_messages(upto + 1))
 
-    async def start_reply(self) -> None:
-        """A reply to the conversation as it stands (after a new message, or to regenerate)."""
-        conversation, options = self.chat.conversation, self.host.pair.options
-        conversation.update(pair=options.pair_name, models=models_record(options), mode=self.chat.mode)
-        title = "continuation" if self.chat.mode == "completion" else "assistant"
-        await self.open_reply(title)
-        self.host.panel.start_reply()
-        self.begin_generation("reply", conversation.prompt_messages(), self.host.pair.draft_control)
+    def action_toggle_colours(self) -> None:
+        self.host.panel.show_legend(self.toggle_colours())
 
-    def can_generate(self) -> bool:
-        if self.host.pair.load_failed:
-            self.notify("no model is loaded (the error above says why): pick a pair with ctrl+p, "
-                        "or restart with --target/--draft", severity="warning")
-            return False
-        if not self.host.pair.ready:
-            self.notify("the models are still loading; one moment")
-            return False
+    async def action_stop(self) -> None:
+        """Escape: stop the reply; else cancel the queued message; else stop editing."""
         if self.replies.busy is not None:
-            self.notify("a reply is running: wait for it, or press Escape to stop it")
-            return False
-        return True
+            self.stop_reply()
+        elif not await self.cancel_queued() and self.cancel_edit():
+            self.notify("edit cancelled", timeout=2)
 
-    def prompt_style(self) -> PromptStyle:
-        settings = self.chat.conversation.settings
-        return PromptStyle(self.chat.mode, settings.thinking, settings.reasoning_effort)
-
-    def begin_generation(self, purpose: ReplyPurpose, messages: list[ChatMessage], control: DraftControl) -> None:
-        """Ask the app's reply worker for a reply (or a side-by-side re-run) to `messages`."""
-        pair = self.host.pair
-        self.replies.busy = purpose
-        self.replies.stop_requested.clear()
-        self.set_status("generating… (Escape stops)", None)
-        probe = baseline_probe(pair.baseline, pair.load_meter.others()) if purpose == "reply" else 0
-        request = pair.options.reply_request(messages, control, settings=self.chat.conversation.settings,
-                                             style=self.prompt_style(),
-                                             baseline_probe=probe if control.enabled else 0,
-                                             recommended=pair.recommended_sampling)
-        self.replies.batcher = self.host.engine.generate_reply(request, purpose)
-
-    async def send_queued(self) -> None:
-        """The models are ready: send what was typed while they loaded."""
-        text = await self.take_queued()
-        if text is not None and not await self.submit(text):
-            self.prompt.set_text(text)
-
-    async def on_prompt_input_edit_last(self, event: PromptInput.EditLast) -> None:
-        event.stop()
+    async def action_edit_last(self) -> None:
+        """Put the last message sent back in the box; Enter resends it in place of the old turn."""
         await self.edit_last()
 
-    async def edit_last(self) -> None:
-        """Put the last message sent back in the box; Enter resends it in place of the old turn."""
-        index = self.chat.conversation.last_user_index
-        if index is None:
-            self.notify("nothing to edit yet: send a message first")
-            return
-        if self.replies.busy is not None:
-            self.notify("a reply is running: wait for it, or press Escape to stop it")
-            return
-        self.cancel_edit()
-        self.start_edit(index)
-        self.set_status("editing your last message: Enter resends it (its reply is replaced), Escape cancels",
-                        busy=False)
-
-    async def regenerate(self) -> None:
+    async def action_regenerate(self) -> None:
         """A new reply in place of the last one (current K, drafter and settings)."""
-        messages = self.chat.conversation.messages
-        if not messages:
-            self.notify("nothing to regenerate yet: send a message first")
+        await self.regenerate()
+
+    # ----- chats -----------------------------------------------------------------------------------
+
+    async def action_new_chat(self) -> None:
+        await self.when_idle(self._new_chat)
+
+    async def _new_chat(self) -> None:
+        await self.start_chat(self.new_conversation())
+        self.host.panel.start_chat()
+        self.apply_chat_mode()
+        self.refresh_settings()
+        await self.show_examples()
+        self.notify("new chat", timeout=2)
+
+    def action_open_chats(self) -> None:
+        self.app.push_screen(ChatsScreen(self.chat.store.list_chats()), self._open_chat)
+
+    async def _open_chat(self, chat_id: int | None) -> None:
+        if chat_id is None:
             return
-        if not self.can_generate():
+
+        async def reopen() -> None:
+            self.cancel_edit()
+            await self.show_conversation(Conversation.open(self.chat.store, chat_id,
+                                                           self.host.pair.options.chat_settings()))
+
+        await self.when_idle(reopen)
+
+    # ----- the example openings --------------------------------------------------------------------
+
+    async def show_examples(self) -> None:
+        """On an empty chat: what a built-in demo pair is; in completion mode, what a base model
+        does, and openings to start from."""
+        for old in [*self.query(ExampleOpenings), *self.query(".welcome")]:
+            await old.remove()
+        if self.chat.conversation.messages:
             return
-        self.cancel_edit()
-        if messages[-1].role == "assistant":
-            await self.drop_turns(len(messages) - 1)
-        await self.start_reply()
+        if line := welcome(self.host.pair.options.pair_name):
+            await self.log_view.add(NoteMessage(line, "info welcome"))
+        if self.chat.mode == "completion":
+            await self.log_view.add(ExampleOpenings(id="examples"))
 
-    async def start_comparison(self, original: AssistantMessage, messages: list[ChatMessage]) -> None:
-        """Re-run `messages` with speculation off, beside `original` (F5)."""
-        self.replies.comparison = comparison = Comparison(original)
-        await self.log_view.add(comparison)
-        comparison.right.set_colouring(self.chat.colouring)
-        comparison.left.set_colouring(self.chat.colouring)
-        self.begin_generation("compare", messages, DraftControl(0, enabled=False))
-
-    # ----- the reply streamed --------------------------------------------------------------------
-
-    async def open_reply(self, title: str) -> AssistantMessage:
-        """The widget the next reply streams into, at the end of the log."""
-        widget = AssistantMessage(title=title, streaming=True, turn=len(self.chat.conversation.messages))
-        self.replies.reply_widget = widget
-        await self.log_view.add(widget)
-        widget.set_colouring(self.chat.colouring)
-        self.chat.conversation.start_reply()
-        return widget
-
-    async def on_reply_failed(self, message: ReplyFailed) -> None:
-        """The reply worker's end when the reply failed (after its last pieces): said, then idle."""
-        self.notify(message.text, severity="error", timeout=15)
-        await self.note(message.text, "error")
-        self.host.engine.set_reload_pending(self.host.pair.reload_pending or message.reload)
-        await self.end_reply()
-
-    async def on_reply_update(self, message: ReplyUpdate) -> None:
-        """A batch from the reply worker: its pieces into their widget, the reply saved as it
-        stands, its cycles into the panel."""
-        with suppress(NoMatches):  # a batch that arrives as the app closes finds its widgets gone
-            widget, comparison = self.replies.reply_widget, self.replies.comparison
-            if message.purpose == "compare":
-                widget = comparison.right if comparison else None
-            if widget is not None:
-                await widget.append(message.pieces)
-            if message.purpose != "reply":
-                return
-            pair = self.host.pair
-            k_label = None
-            if message.cycles:
-                self.replies.last_cycle_k = message.cycles[-1].k
-                k_label = describe_k(pair.draft_control, pair.drafters, self.replies.last_cycle_k)
-            thinking = widget.in_reasoning if widget is not None and widget.reasoning_pieces else None
-            self.host.panel.reply_progress(message.cycles, message.totals, k_label, thinking)
-            if widget is not None:
-                self.chat.conversation.save_partial(widget.text, widget.reasoning)
-
-    async def on_reply_finished(self, message: ReplyFinished) -> None:
-        """The reply worker's end: the figures under the reply (or the re-run's verdict), the
-        reply stored, a baseline it measured, a fault it met; then idle."""
-        with suppress(NoMatches):  # the end of a reply that arrives as the app closes: quitting saved it
-            finished = message.finished
-            figures = finished.figures
-            if message.speculation_off or finished.stats.probe_tokens:
-                source = ("side-by-side re-run" if message.purpose == "compare" else
-                          "reply with speculation off" if message.speculation_off else "probe at this reply's start")
-                if (fresh := from_stats(finished.stats, source, self.host.pair.load_meter.others())) is not None:
-                    self.host.engine.set_baseline(fresh)
-            if message.purpose == "compare":
-                await self._finish_comparison(figures)
-            else:
-                await self._finish_reply(finished)
-            if (fault := faults.of_finished(finished, "app")) is not None:
-                self.notify(fault.line, severity="error", timeout=15)
-                await self.note(fault.line, "error")
-                self.host.engine.set_reload_pending(self.host.pair.reload_pending or fault.reload)
-            await self.end_reply()
-
-    async def _finish_reply(self, finished: ReplyDone) -> None:
-        widget = self.replies.reply_widget
-        figures = finished.figures
-        pair = self.host.pair
-        if widget is not None:
-            await widget.finish(figures, meta_line(figures, pair.options.show_timings))
-        text = widget.text if widget else finished.text
-        reasoning = widget.reasoning if widget else finished.reasoning
-        conversation = self.chat.conversation
-        if self.host.quit_state.quitting is not None and finished.reason == "cancelled":  # stopped by the quit:
-            conversation.save_interrupted(text, reasoning, {**figures.stored(), "reason": "interrupted"})  # whole
+    def action_examples(self) -> None:
+        examples = self.query(ExampleOpenings)
+        if examples:
+            examples.first().focus_next_example()
         else:
-            conversation.finish_reply(text, figures, reasoning)
-        advice = self.host.panel.reply_finished(finished.stats, figures.thinking_tokens, pair.draft_same_model)
-        if advice:
-            self.notify(advice, severity="warning", timeout=10)
+            self.notify("example openings are offered for a base model (completion mode) on a new chat")
 
-    async def _finish_comparison(self, figures: ReplyFigures) -> None:
-        comparison = self.replies.comparison
-        if comparison is None:
+    async def on_example_openings_picked(self, message: ExampleOpenings.Picked) -> None:
+        await self.submit(message.text)
+
+    # ----- settings, thinking ----------------------------------------------------------------------
+
+    def action_settings(self) -> None:
+        conversation = self.chat.conversation
+        screen = SettingsScreen(conversation.settings, conversation.system, self.chat.mode,
+                                self.thinking_switch(), self.host.pair.recommended_sampling)  # type: ignore[arg-type]
+        self.app.push_screen(screen, self._apply_settings)
+
+    async def _apply_settings(self, result: SettingsResult | None) -> None:
+        if result is None:
             return
-        timings = self.host.pair.options.show_timings
-        await comparison.right.finish(figures, meta_line(figures, timings))
-        same = comparison.left.text == comparison.right.text
-        comparison.set_verdict(comparison_verdict(comparison.left.figures, figures, same, timings))
+        conversation = self.chat.conversation
+        system_changed = (result.system or None) != conversation.system
+        mode = result.mode
+        loaded = self.host.pair.session.chat_format
+        if loaded is not None:
+            mode = loaded.switched(mode).mode
+        self.update_chat(settings=result.settings, system=result.system, mode=mode)
+        self.apply_chat_mode()
+        self.refresh_settings()
+        await self.show_examples()
+        said = f"settings saved, from the next reply: {self.settings_line()}"
+        if system_changed:
+            said += f"; system prompt: {result.system}" if result.system else "; no system prompt"
+        self.notify(said, timeout=6)
+        await self.note(said)
 
-    async def end_reply(self) -> None:
-        """Back to idle after a reply, a comparison or a failure (or, quitting, out)."""
-        await self.end_streaming()
-        quitting = self.host.quit_state.quitting
-        if quitting is not None:
-            self.host.exit(return_code=quitting)
+    def action_toggle_thinking(self) -> None:
+        switch = self.thinking_switch()
+        settings: ChatSettings = self.chat.conversation.settings
+        if switch == "enable_thinking":
+            settings = settings.model_copy(update={"thinking": not settings.thinking})
+            said = f"thinking {'on' if settings.thinking else 'off'}, from the next reply"
+        elif switch == "reasoning_effort":
+            effort = EFFORTS[(EFFORTS.index(settings.reasoning_effort) + 1) % len(EFFORTS)]
+            settings = settings.model_copy(update={"reasoning_effort": effort})
+            said = f"reasoning effort {effort}, from the next reply"
+        else:
+            self.notify("this model's chat template has no thinking switch (enable_thinking or reasoning_effort)")
             return
-        self.ready_status()
-        if self.replies.after_idle is not None:
-            callback, self.replies.after_idle = self.replies.after_idle, None
-            await callback()
+        self.update_chat(settings=settings)
+        self.refresh_settings()
+        self.notify(said, timeout=3)
 
-    async def end_streaming(self) -> None:
-        """The reply or re-run has ended: one still streaming (it failed midway) is marked failed,
-        what it said kept; the pane is idle again."""
-        widget = self.replies.reply_widget
-        failed = ReplyFigures.failed()
-        if self.replies.busy == "reply" and widget is not None and widget.streaming:  # failed mid-reply
-            await widget.finish(failed, "failed")
-            self.chat.conversation.finish_reply(widget.text, failed, widget.reasoning)
-        comparison = self.replies.comparison
-        if self.replies.busy == "compare" and comparison and comparison.right.streaming:
-            await comparison.right.finish(failed, "failed")
-        self.replies.busy = None
-        self.replies.reply_widget = None
+    # ----- copy, export ----------------------------------------------------------------------------
+
+    def chosen_reply(self) -> AssistantMessage | None:
+        """The reply that has the focus (clicked, or reached with Tab), else the last one."""
+        node: DOMNode | None = self.app.focused
+        while node is not None and not isinstance(node, AssistantMessage):
+            node = node.parent
+        return node if isinstance(node, AssistantMessage) else self.log_view.last_reply()
+
+    def on_key(self, event: events.Key) -> None:
+        """Typing while a reply has the focus (picked for F9 with a click or Tab) goes on in the
+        message box, as if the focus had never left it."""
+        if event.is_printable and event.character and isinstance(self.app.focused, AssistantMessage):
+            event.stop()
+            self.prompt.focus()
+            self.prompt.insert(event.character)
+
+    def action_copy_reply(self) -> None:
+        reply = self.chosen_reply()
+        if reply is None or not reply.text.strip():
+            self.notify("no reply to copy yet")
+            return
+        text = reply.text.strip("\n")
+        self.app.copy_to_clipboard(text)
+        self.notify(f"reply copied to the clipboard ({plural(len(text), 'character')}; "
+                    "through the terminal, OSC 52)", timeout=4)
+
+    async def action_export(self, fmt: str = "md") -> None:
+        from spectui import export, paths
+
+        chat_id = self.chat.conversation.chat_id
+        if chat_id is None or not self.chat.conversation.messages:
+            self.notify("nothing to export yet: send a message first")
+            return
+        kind: export.Format = "json" if fmt == "json" else "md"
+        try:
+            text = export.render(export.read_chat(self.chat.store, chat_id), kind)
+            try:
+                where = export.write_unused(text, chat_id, kind, self.chat.export_dir)
+            except SpectuiError:  # the current directory is not writable: spectui's own
+                folder = paths.data_dir() / "exports"
+                folder.mkdir(parents=True, exist_ok=True)
+                where = export.write_unused(text, chat_id, kind, folder)
+        except (SpectuiError, OSError) as error:
+            self.notify(f"export failed: {error}", severity="error", timeout=10)
+            await self.note(f"export failed: {error}", "error")
+            return
+        usual = export.default_path(chat_id, kind, where.parent)
+        kept = f" ({usual.name} already exists and was kept)" if where != usual.resolve() else ""
+        self.notify(f"chat exported to {where}{kept}", timeout=8)
+        await self.note(f"chat exported to {where}{kept}")

@@ -1,8 +1,9 @@
-"""`AppCore`: what every part of the app shares — its state, by owner (`spectui.ui.state`), the
-widgets it talks to, and the helpers all parts call (notes, toasts, the status line, the panel's
-K line). The app's parts (`lifecycle`, `fit`, `controls`, `chat_actions`) subclass it,
-and `SpectuiApp` (`spectui.ui.app`) joins them with the layout; the pair and its workers are the
-`EngineHost` widget's (`spectui.ui.engine_host`).
+"""`AppCore`: what the app is built on — its state, by owner (`spectui.ui.state`), the widgets
+it talks to, and the helpers its parts call (notes, toasts, the subtitle, the status line, the
+panel's K line). `SpectuiApp` (`spectui.ui.app`) subclasses it with the layout, and holds its
+parts `Lifecycle` (`lifecycle`) and `Fitting` (`fit`), which are given an `AppCore`; the pair and
+its workers are the `EngineHost` widget's (`spectui.ui.engine_host`), the chat and its keys the
+`ChatPane`'s (`spectui.ui.chat_pane`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from spectui.chat.safe_store import SafeStore
 from spectui.paths import chats_db_path
 from spectui.session.options import ChatOptions
 from spectui.ui.chat_pane import ChatPane
-from spectui.ui.chat_view import ChatLog
 from spectui.ui.engine_host import EngineHost
 from spectui.ui.prompt import PromptInput
 from spectui.ui.state import ChatState, PairState, QuitState, ReplyState
@@ -30,7 +30,8 @@ from spectui.ui.status_line import StatusLine
 
 class AppCore(App[int]):
     """The state every part of the app reads, each group written by its owner (see `state`): the
-    app holds `quit_state`, its engine host `pair`, its chat pane `chat` and `replies`."""
+    app holds `quit_state` (its `Lifecycle` writes it), its engine host `pair`, its chat pane
+    `chat` and `replies`."""
 
     engine_class: ClassVar[type[EngineHost]] = EngineHost
     """The engine host the app is built with (tests hold a load or record requests with their own)."""
@@ -66,10 +67,6 @@ class AppCore(App[int]):
     # ----- the widgets every part talks to -------------------------------------------------------
 
     @property
-    def log_view(self) -> ChatLog:
-        return self.chat_pane.log_view
-
-    @property
     def panel(self) -> StatsPanel:
         return self.query_one("#stats", StatsPanel)
 
@@ -83,9 +80,6 @@ class AppCore(App[int]):
 
     def set_status(self, text: str, fraction: float | None = None, *, busy: bool = True) -> None:
         self.chat_pane.set_status(text, fraction, busy=busy)
-
-    def ready_status(self) -> None:
-        self.chat_pane.ready_status()
 
     def refresh_k(self) -> None:
         self.panel.show_k(self.pair.draft_control, self.pair.drafters, self.replies.last_cycle_k,
@@ -107,6 +101,9 @@ class AppCore(App[int]):
         """A line from the chat store (damaged, unsaved, a failed write): toast + full note."""
         self.notify(line, severity="error" if severity == "error" else "warning", timeout=15)
         self.call_later(self.note, line, "error" if severity == "error" else "warning")
+        self.refresh_subtitle()
+
+    def refresh_subtitle(self) -> None:
         self.sub_title = self.subtitle(self.pair.options)
 
     def subtitle(self, options: ChatOptions) -> str:

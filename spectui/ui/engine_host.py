@@ -25,7 +25,6 @@ from textual.widget import Widget
 from textual.worker import Worker, get_current_worker
 
 from spectui import faults
-from spectui.engine.config import DraftLength
 from spectui.engine.drafters.spec import DrafterInfo, HistorySource
 from spectui.errors import LoadCancelled, SpectuiError
 from spectui.session.baseline import Baseline
@@ -45,7 +44,10 @@ from spectui.ui.messages import (
     ReplyPurpose,
 )
 from spectui.ui.state import ChatState, PairState
-from spectui.ui.workers import UPDATE_INTERVAL, ReplyBatcher, Throttle, tqdm_posting, unexpected
+from spectui.ui.worker_reports import UPDATE_INTERVAL, ReplyBatcher, Throttle, tqdm_posting, unexpected
+
+CLOSE_WAIT = 5.0
+"""Seconds the app, ending, waits for a reply thread to let go of the models before freeing them."""
 
 if TYPE_CHECKING:
     from textual.message import Message
@@ -65,6 +67,8 @@ class ReplyPane(Protocol):
     async def models_ready(self) -> None:
         """The models are loaded and measured: ready, and the queued message sent."""
     async def cancel_queued(self, reason: str = ...) -> bool: ...
+    async def show_examples(self) -> None:
+        """On an empty chat with the models loaded: the demo pair's welcome, the openings."""
 
 
 class EngineClient(Protocol):
@@ -82,7 +86,6 @@ class EngineClient(Protocol):
     def refresh_k(self) -> None: ...
     def show_models(self, loaded: bool) -> None:
         """The pair changed (a load started, or the models loaded): the chat's mode, the header."""
-    async def show_examples(self) -> None: ...
 
 
 class EngineHost(Widget):
@@ -124,17 +127,43 @@ class EngineHost(Widget):
         self.pair.ready = False
         self.prepare_pair(name, pulled)
 
-    def step_k(self, delta: int) -> DraftLength:
+    # ----- the speculation keys (bound on the chat pane): the shared draft control, in place ------
+
+    def step_k(self, delta: int) -> None:
         """F2/F3: K one step down or up, from the reply's next cycle (`DraftControl.step`)."""
-        return self.pair.draft_control.step(delta)
+        if not self.pair.drafters.can_speculate:
+            self.notify(f"no drafter is running: K has no effect ({no_drafter_reason(self.pair.drafters)})")
+            return
+        k = self.pair.draft_control.step(delta)
+        self.client.refresh_k()
+        off = "" if self.pair.draft_control.enabled else " (speculation is off: F4 turns it on)"
+        self.notify(f"draft length K = {k}, from the next cycle{off}", timeout=2)
 
-    def toggle_speculation(self) -> bool:
-        """F4: speculation off or on again, from the next cycle; whether it is now on."""
-        return self.pair.draft_control.toggle()
+    def toggle_speculation(self) -> None:
+        """F4: speculation off or on again, from the next cycle."""
+        if not self.pair.drafters.can_speculate:
+            self.notify(f"speculation is off: {no_drafter_reason(self.pair.drafters)}")
+            return
+        enabled = self.pair.draft_control.toggle()
+        self.client.refresh_k()
+        self.notify(f"speculation {'on' if enabled else 'off'}", timeout=2)
 
-    def set_drafter(self, kind: str) -> None:
-        """F7: the drafter the next cycles use."""
+    def next_drafter(self) -> None:
+        """F7: the next of the drafters the loaded models offer, from the next cycle."""
+        drafters = self.pair.drafters
+        kinds = drafters.kinds
+        if len(kinds) < 2:
+            only = drafters.label(None)
+            self.notify(f"only one drafter is available ({only})" if kinds else
+                        f"no drafter is running ({no_drafter_reason(drafters)})")
+            return
+        current = self.pair.draft_control.drafter or drafters.default
+        kind = kinds[(kinds.index(current) + 1) % len(kinds)] if current in kinds else kinds[0]
         self.pair.draft_control.set_drafter(kind)
+        self.client.refresh_k()
+        self.notify(f"drafter: {drafters.label(kind)}, from the next cycle", timeout=2)
+
+    # ----- what a reply or a check learns ----------------------------------------------------------
 
     def set_baseline(self, measured: Baseline) -> None:
         """A baseline measured for the loaded pair (after load, or by a reply that measured one)."""
@@ -150,6 +179,18 @@ class EngineHost(Widget):
         names = sorted(set(removed) - self.pair.removed_noted)
         self.pair.removed_noted.update(names)
         return names
+
+    def free_models(self, timeout: float = CLOSE_WAIT) -> bool:
+        """Free the loaded models as the app ends, on a thread of its own (llama.cpp's frees are
+        engine calls), waiting up to `timeout` for a reply thread to let go of them and as long
+        again for the frees; False when they were not freed in time (the process ends anyway)."""
+        session = self.pair.session
+        freed: list[bool] = []
+        closer = threading.Thread(target=lambda: freed.append(session.close(timeout)), name="spectui-close",
+                                  daemon=True)
+        closer.start()
+        closer.join(2 * timeout)
+        return freed == [True]
 
     # ----- the workers: the session's methods, on threads -------------------------------------
 
@@ -279,7 +320,7 @@ class EngineHost(Widget):
             await self._warn(note, timeout=12)
         if loaded.mode == "plain-chat":
             await self._warn(loaded.template)
-        await self.client.show_examples()
+        await self.client.chat_pane.show_examples()
 
     async def on_baseline_measured(self, message: BaselineMeasured) -> None:
         calibration = message.calibration
@@ -312,3 +353,11 @@ class EngineHost(Widget):
             await pane.cancel_queued("no model could be loaded for the queued message")
         else:
             pane.set_status("pull failed", busy=False)
+
+
+def no_drafter_reason(drafters: DrafterInfo) -> str:
+    """Why nothing can draft, for the user: the load's own note, or what to do."""
+    if drafters.notes:
+        return drafters.notes[0]
+    return ("start with a draft model (--draft, or a pair with ctrl+p), or with a lookup that needs none: "
+            "--drafter suffix or --drafter ngram")

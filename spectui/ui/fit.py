@@ -1,6 +1,7 @@
 """The app at any terminal size from `MIN_WIDTH` x `MIN_HEIGHT` up; below it, one line asking for a
 larger window instead of a layout with no room (Textual's text area cannot wrap its placeholder
-in zero columns: `range() arg 3 must not be zero`). Mixed into `SpectuiApp`.
+in zero columns: `range() arg 3 must not be zero`). `SpectuiApp` holds a `Fitting` and hands it
+every size, at start and on each resize.
 
 What gives way as the terminal shrinks: the speculation panel (38 columns; under
 `PANEL_MIN_WIDTH` the figures stay in each reply's line), the status line's progress bar, the
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual import events
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Static
@@ -53,25 +53,24 @@ class TooSmall(Screen[None]):
         yield Static(TOO_SMALL, id="too-small")
 
 
-class Fitting(AppCore):
-    """Mixed into `SpectuiApp`: applies `fit` at start and on every resize."""
+class Fitting:
+    """The app's fit to the terminal: applies `fit` to `app` at each size it is given."""
 
-    _too_small: TooSmall | None = None
-    """The too-small screen while it covers the app."""
-
-    def on_resize(self, event: events.Resize) -> None:
-        self.fit_to(event.size.width, event.size.height)
+    def __init__(self, app: AppCore) -> None:
+        self.app = app
+        self.too_small: TooSmall | None = None
+        """The too-small screen while it covers the app."""
 
     def fit_to(self, width: int, height: int) -> None:
-        shown = fit(width, height)
+        app, shown = self.app, fit(width, height)
         for selector, visible in (("#stats", shown.panel), ("Header", shown.header), ("Footer", shown.footer)):
-            for widget in self.query(selector):  # the app's queries look in its main screen
+            for widget in app.query(selector):  # the app's queries look in its main screen
                 widget.display = visible
-        self.status_line.fit_progress(width >= PROGRESS_MIN_WIDTH)
-        if shown.too_small and self._too_small is None:
-            self._too_small = TooSmall()
-            self.push_screen(self._too_small)
-        elif not shown.too_small and self._too_small is not None and self.screen is self._too_small:
-            self._too_small = None
-            self.pop_screen()
+        app.status_line.fit_progress(width >= PROGRESS_MIN_WIDTH)
+        if shown.too_small and self.too_small is None:
+            self.too_small = TooSmall()
+            app.push_screen(self.too_small)
+        elif not shown.too_small and self.too_small is not None and app.screen is self.too_small:
+            self.too_small = None
+            app.pop_screen()
 

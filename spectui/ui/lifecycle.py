@@ -1,5 +1,6 @@
 """Quitting without losing the reply, the signals that quit, and loading the pair again after a
-fault. Mixed into `SpectuiApp`.
+fault: `Lifecycle`, held by `SpectuiApp` (`app.lifecycle`), whose quit keys, bus-error hook and
+`reload_first` hand over to it.
 
 - Ctrl+Q, Ctrl+C (when no text is selected: then it copies), SIGTERM, SIGHUP (the terminal was
   closed) and SIGINT all quit the same way. A reply in progress is stopped at its next cycle and
@@ -39,55 +40,56 @@ WATCHDOG = 10.0
 SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
-class Lifecycle(AppCore):
+class Lifecycle:
     """Quitting, signals, loading again after a fault (see the module's docstring). Writes
     `app.quit_state`; asks the engine host (`app.engine`) to check, mark and load the pair."""
 
+    def __init__(self, app: AppCore) -> None:
+        self.app = app
+
     # ----- quitting ----------------------------------------------------------------------------
 
-    async def action_quit(self) -> None:
-        """Ctrl+Q: quit, saving the reply in progress first."""
-        self.request_quit()
-
-    def action_copy_or_quit(self) -> None:
+    def copy_or_quit(self) -> None:
         """Ctrl+C: copy the selected text if there is some (the message box, or the chat),
         else quit as Ctrl+Q does."""
-        focused = self.focused
+        app = self.app
+        focused = app.focused
         if focused is not None and getattr(focused, "selected_text", None):
             cast(Any, focused).action_copy()  # a text area, or the chat log
             return
         with contextlib.suppress(Exception):
-            if selected := self.screen.get_selected_text():
-                self.copy_to_clipboard(selected)
+            if selected := app.screen.get_selected_text():
+                app.copy_to_clipboard(selected)
                 return
         self.request_quit()
 
     def request_quit(self, code: int = 0, line: str | None = None) -> None:
         """Quit once the reply in progress (if any) has stopped and been saved; a second request
         quits at once."""
+        state = self.app.quit_state
         if line is not None:
-            self.quit_state.quit_line = line
-        if self.quit_state.quitting is not None or self.replies.busy is None:
-            self.quit_state.quitting = code if self.quit_state.quitting is None else self.quit_state.quitting
+            state.quit_line = line
+        if state.quitting is not None or self.app.replies.busy is None:
+            state.quitting = code if state.quitting is None else state.quitting
             self._quit_now()
             return
-        self.quit_state.quitting = code
-        self.chat_pane.stop_reply("stopping the reply, saving it, quitting…")
+        state.quitting = code
+        self.app.chat_pane.stop_reply("stopping the reply, saving it, quitting…")
         self.save_streamed()
-        self.set_timer(QUIT_WAIT, self._quit_now)
+        self.app.set_timer(QUIT_WAIT, self._quit_now)
 
     def _quit_now(self) -> None:
         self.save_streamed()
-        self.exit(return_code=self.quit_state.quitting or 0)
+        self.app.exit(return_code=self.app.quit_state.quitting or 0)
 
     def save_streamed(self) -> bool:
         """Save the reply in progress, marked interrupted: every piece its thread has streamed
         (on screen or on its way), else what is on screen. Nothing when no reply is in progress."""
-        widget, conversation = self.replies.reply_widget, self.chat.conversation
-        if self.replies.busy != "reply" or widget is None or not widget.streaming or not conversation.replying:
+        widget, conversation = self.app.replies.reply_widget, self.app.chat.conversation
+        if self.app.replies.busy != "reply" or widget is None or not widget.streaming or not conversation.replying:
             return False
         text, reasoning = widget.text, widget.reasoning
-        batcher = self.replies.batcher
+        batcher = self.app.replies.batcher
         if batcher is not None and batcher.purpose == "reply":
             streamed, thought = batcher.split()
             if len(streamed) + len(thought) >= len(text) + len(reasoning):
@@ -113,14 +115,14 @@ class Lifecycle(AppCore):
 
     def on_quit_signal(self, signum: int) -> None:
         fault = faults.interrupted(signum)
-        saved = self.replies.busy == "reply" and self.replies.reply_widget is not None
+        saved = self.app.replies.busy == "reply" and self.app.replies.reply_widget is not None
         line = f"{fault.line}; the reply in progress was saved (spectui chat --resume reopens it)" if saved \
             else fault.line
         if signum == signal.SIGHUP:
             self.hang_up(line, fault.exit_code)
             return
-        if self.quit_state.watchdog is None:
-            self.quit_state.watchdog = _watchdog(line, fault.exit_code)
+        if self.app.quit_state.watchdog is None:
+            self.app.quit_state.watchdog = _watchdog(line, fault.exit_code)
         self.request_quit(fault.exit_code, line)
 
     def hang_up(self, line: str, code: int) -> None:
@@ -128,11 +130,10 @@ class Lifecycle(AppCore):
         write, and the app would block on the next), so the reply is stopped and saved from
         what its thread streamed, here, and the process ends. It is a quit: a reply message the
         chat pane still handles before the end saves the reply as interrupted, not finished."""
-        self.quit_state.quit_line = line
-        self.quit_state.quitting = code
-        self.chat_pane.stop_reply(status=None)  # nothing drawn: the terminal is gone
-        batcher = self.replies.batcher
-        if batcher is not None and self.replies.busy == "reply":
+        self.app.quit_state.quit_line, self.app.quit_state.quitting = line, code
+        self.app.chat_pane.stop_reply(status=None)  # nothing drawn: the terminal is gone
+        batcher = self.app.replies.batcher
+        if batcher is not None and self.app.replies.busy == "reply":
             batcher.done.wait(QUIT_WAIT)  # its last tokens, at its next cycle
         self.save_streamed()
         from spectui.signals import exit_now
@@ -141,17 +142,17 @@ class Lifecycle(AppCore):
 
     def cancel_watchdog(self) -> None:
         """The app closed in time (called last when it unmounts)."""
-        if self.quit_state.watchdog is not None:
-            self.quit_state.watchdog.cancel()
-            self.quit_state.watchdog = None
+        if self.app.quit_state.watchdog is not None:
+            self.app.quit_state.watchdog.cancel()
+            self.app.quit_state.watchdog = None
 
     def on_bus_error(self) -> faults.Fault:
         """A SIGBUS (see the module's docstring): save, give the terminal back, say which file."""
         with contextlib.suppress(Exception):
             self.save_streamed()
         with contextlib.suppress(Exception):
-            if self._driver is not None:
-                self._driver.stop_application_mode()
+            if self.app._driver is not None:
+                self.app._driver.stop_application_mode()
         return faults.bus_fault("command")
 
     # ----- loading again after a fault --------------------------------------------------------
@@ -159,25 +160,26 @@ class Lifecycle(AppCore):
     async def reload_first(self, text: str) -> bool:
         """Before sending `text`: when the models must be loaded again (a fault said so, or a
         worker was lost since the last reply), queue it and load them; True when it was queued."""
-        pair, idle = self.pair, self.replies.busy is None
+        app = self.app
+        pair, engine, idle = app.pair, app.engine, app.replies.busy is None
         if not pair.reload_pending and pair.ready and idle and pair.session.generator is not None:
             try:
-                health = await self.engine.check_loaded().wait()
+                health = await engine.check_loaded().wait()
             except WorkerCancelled:
                 return True  # the app is ending: nothing is sent
             if health.fault is not None:
                 fault = faults.of_error(health.fault, "app")
-                self.engine.set_reload_pending(fault.reload)
-                await self.note(fault.line, "warning")
-            for name in self.engine.newly_removed(health.removed):
-                await self.note(f"{name} was removed from disk after it was loaded: this chat goes on with the "
-                                "loaded copy, but loading the pair again will not find it", "warning")
-        if not pair.reload_pending or self.replies.busy is not None or (not pair.ready and not pair.load_failed):
+                engine.set_reload_pending(fault.reload)
+                await app.note(fault.line, "warning")
+            for name in engine.newly_removed(health.removed):
+                await app.note(f"{name} was removed from disk after it was loaded: this chat goes on with the "
+                               "loaded copy, but loading the pair again will not find it", "warning")
+        if not pair.reload_pending or app.replies.busy is not None or (not pair.ready and not pair.load_failed):
             return False
-        self.engine.set_reload_pending(False)
-        await self.chat_pane.queue(text)
-        await self.note(f"loading {self.pair.options.models_label} again; your message is sent once it is loaded")
-        self.engine.start_loading(self.pair.options)
+        engine.set_reload_pending(False)
+        await app.chat_pane.queue(text)
+        await app.note(f"loading {app.pair.options.models_label} again; your message is sent once it is loaded")
+        engine.start_loading(app.pair.options)
         return True
 
 

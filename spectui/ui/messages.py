@@ -14,8 +14,8 @@ from typing import Literal
 
 from textual.message import Message
 
-from spectui.engine.config import DraftLength, SamplingConfig
 from spectui.engine.events import CycleStats, GenerationStats
+from spectui.engine.generation_config import DraftLength, SamplingConfig
 from spectui.session.baseline import Calibration
 from spectui.session.pair_load import LoadedPair
 from spectui.session.reply import ReplyDone, ReplyPiece
@@ -85,8 +85,10 @@ class ReplyFailed(Message, bubble=False):
 
 
 @dataclass
-class ReplyUpdate(Message, bubble=False):
-    """A batch of streamed text and finished cycles (posted a few times a second)."""
+class ReplyBatch(Message, bubble=False):
+    """A batch of the reply core's pieces and the engine's finished cycles, posted to the chat pane
+    a few times a second (`worker_reports.ReplyBatcher`); the last step of a reply's text from the
+    engine's `TextPiece` through the session's `ReplyPiece` (docs/ARCHITECTURE.md)."""
 
     purpose: ReplyPurpose
     pieces: tuple[ReplyPiece, ...]

@@ -3,7 +3,7 @@
 `--resume` without a pair or `--target` resumes with the models the last chat was recorded with
 when they are still there: they are named here, before anything is resolved, so the default pair
 is not built or loaded for nothing. When they are gone the default pair is resolved as usual and
-the app says why the chat continues with it (`spectui.ui.chat_actions.recorded_options`).
+the app says why the chat continues with it (`spectui.session.options.recorded_options`).
 """
 
 from __future__ import annotations

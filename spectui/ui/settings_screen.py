@@ -20,9 +20,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, TextArea
 
 from spectui import argtypes
+from spectui.chat.chat_settings import EFFORTS, ChatSettings
 from spectui.chat.reasoning import ThinkingSwitch
-from spectui.chat.settings import EFFORTS, ChatSettings
-from spectui.engine.config import RecommendedSampling
+from spectui.engine.generation_config import RecommendedSampling
 from spectui.safe_text import content
 
 MODES = (("chat: the model's chat template", "chat"), ("completion: continue the text", "completion"))

@@ -1,10 +1,10 @@
 """The app's state, grouped by the one part of the app that writes each piece, on the UI thread.
 
 `app.pair` (PairState) is held by the `EngineHost` widget (`#engine`, `engine_host.py`), which
-runs the `EngineSession`'s methods in its workers; `app.quit_state` (QuitState: `lifecycle.py`)
-by the app (`AppCore`); `app.chat` (ChatState) and `app.replies` (ReplyState) by the chat column
-(`ChatColumn` and its subclass `ChatPane`, `#chat-column`), which draws them and runs the reply
-flow: the app's keys (`controls.py`, `chat_actions.py`) call its methods. Other parts read them;
+runs the `EngineSession`'s methods in its workers; `app.quit_state` (QuitState) by the app's
+`Lifecycle` (`lifecycle.py`); `app.chat` (ChatState) and `app.replies` (ReplyState) by the chat
+column (`ChatColumn`, `ReplyFlow`, `ChatPane`: one widget, `#chat-column`), which draws them, runs
+the reply flow and holds the chat's keys, whose actions call its methods. Other parts read them;
 no worker thread writes any (`tests/test_ui_owners.py`). The status line's text is the
 `StatusLine` widget's own, the panel's figures the `StatsPanel`'s (`PanelState`).
 """
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from spectui.chat.conversation import Conversation
 from spectui.chat.safe_store import SafeStore
-from spectui.engine.config import DraftControl, RecommendedSampling
 from spectui.engine.drafters.spec import DrafterInfo
+from spectui.engine.generation_config import DraftControl, RecommendedSampling
 from spectui.session.baseline import Baseline
 from spectui.session.loaded import EngineSession
 from spectui.session.machine import LoadMeter
@@ -29,14 +29,14 @@ from spectui.ui.messages import ReplyPurpose
 
 if TYPE_CHECKING:
     from spectui.ui.chat_view import AssistantMessage, Comparison, UserMessage
-    from spectui.ui.workers import ReplyBatcher
+    from spectui.ui.worker_reports import ReplyBatcher
 
 
 @dataclass
 class PairState:
     """The pair of models: which one, loading or loaded, and what it offers. Owned by `EngineHost`
-    (`engine_host.py`): its workers and loading handlers write it; the app's parts read it through
-    `app.pair` and change it only through the host's methods."""
+    (`engine_host.py`): its workers, loading handlers and the speculation keys write it; the other
+    parts read it through `app.pair` and change it only through the host's methods."""
 
     options: ChatOptions
     """The run's options with the pair loaded or loading (a picked pair, or `--resume`'s, replaces them)."""
@@ -73,7 +73,7 @@ class PairState:
 @dataclass
 class ChatState:
     """The chat on screen and the store it is saved in. Written by the chat column alone (it draws
-    a stored chat and adds turns; the app's parts open, resume, set up and start chats and switch
+    a stored chat and adds turns; its keys' actions open, resume, set up and start chats and switch
     the colours through its methods)."""
 
     store: SafeStore

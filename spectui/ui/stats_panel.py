@@ -20,9 +20,9 @@ from textual.containers import Vertical
 from textual.widgets import Label, Sparkline, Static
 
 from spectui.engine import drafters as registry
-from spectui.engine.config import DraftControl
 from spectui.engine.drafters.spec import DrafterInfo
 from spectui.engine.events import CycleStats, GenerationStats
+from spectui.engine.generation_config import DraftControl
 from spectui.safe_text import line
 from spectui.session.baseline import Baseline
 from spectui.session.figures import describe_k

@@ -97,7 +97,7 @@ def discover(folders: list[Path] | None = None, index: LocalIndex | None = None)
     With `index` None a fresh one is loaded and saved afterwards.
     """
     if folders is None:
-        from spectui.settings import load_settings
+        from spectui.config_file import load_settings
 
         folders = load_settings().model_dirs()
     own_index = index is None

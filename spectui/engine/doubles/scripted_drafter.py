@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from spectui.engine.config import SamplingConfig
+from spectui.engine.generation_config import SamplingConfig
 from spectui.engine.step.drafter import Budget, Feedback, Proposal
 from spectui.engine.step.sampling import Dist
 

@@ -21,7 +21,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from spectui.engine.config import SamplingConfig
+from spectui.engine.generation_config import SamplingConfig
 from spectui.engine.step.drafter import Budget, BudgetView, Drafter, Feedback, Proposal
 
 

@@ -42,13 +42,13 @@ from pathlib import Path
 
 import numpy as np
 
-from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters.dflash import DFlashDrafter, build_head
 from spectui.engine.drafters.feature_head import FeatureHeadContext, not_this_head
 from spectui.engine.drafters.model import NOTHING_ALLOWED, choose
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
 from spectui.engine.drafters.taps import FeatureTaps
 from spectui.engine.files.heads import HeadFacts
+from spectui.engine.generation_config import SamplingConfig
 from spectui.engine.model.llama_model import LlamaModel
 from spectui.engine.step.drafter import Budget, Proposal
 from spectui.engine.step.sampling import Dist

@@ -41,7 +41,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters.feature_head import FeatureHeadContext, load_head, not_this_head
 from spectui.engine.drafters.follower import TargetFollower
 from spectui.engine.drafters.kinds import KINDS
@@ -49,6 +48,7 @@ from spectui.engine.drafters.model import choose
 from spectui.engine.drafters.mtp_context import HiddenRows
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
 from spectui.engine.drafters.taps import FeatureTaps
+from spectui.engine.generation_config import SamplingConfig
 from spectui.engine.model.llama_model import LlamaModel
 from spectui.engine.step.drafter import Budget, Proposal
 

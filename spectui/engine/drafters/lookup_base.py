@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters import lookup_gate
 from spectui.engine.drafters.lookup_gate import Calibration
 from spectui.engine.drafters.token_index import as_token_list, common_prefix
+from spectui.engine.generation_config import SamplingConfig
 from spectui.engine.step.drafter import Budget, Feedback, Proposal
 from spectui.limits import MAX_LOOKUP_DRAFT
 

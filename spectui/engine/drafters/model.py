@@ -12,9 +12,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters.kinds import KINDS
 from spectui.engine.drafters.spec import BuildContext, DrafterSpec
+from spectui.engine.generation_config import SamplingConfig
 from spectui.engine.model.llama_model import LlamaModel
 from spectui.engine.step import sampling
 from spectui.engine.step.drafter import Budget, Feedback, Proposal

@@ -44,13 +44,13 @@ from pathlib import Path
 
 import numpy as np
 
-from spectui.engine.config import SamplingConfig
 from spectui.engine.drafters.follower import TargetFollower
 from spectui.engine.drafters.kinds import KINDS
 from spectui.engine.drafters.model import choose
 from spectui.engine.drafters.mtp_context import HeadContext, HiddenRows, missing_support
 from spectui.engine.drafters.spec import AUTO_KIND, BuildContext, DrafterSpec, TargetOptions
 from spectui.engine.files.archs import MTP_ASSISTANT_ARCHS, MTP_HEAD_ARCHS
+from spectui.engine.generation_config import SamplingConfig
 from spectui.engine.model.llama_model import LlamaModel
 from spectui.engine.step.drafter import Budget, Proposal
 from spectui.errors import IncompatibleDraftError

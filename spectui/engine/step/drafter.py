@@ -23,7 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
-from spectui.engine.config import SamplingConfig
+from spectui.engine.generation_config import SamplingConfig
 from spectui.engine.step.draftplan import DraftPlan
 from spectui.engine.step.sampling import Dist
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spectui.engine.config import SamplingConfig, TokenConstraint
+from spectui.engine.generation_config import SamplingConfig, TokenConstraint
 from spectui.errors import SpectuiError
 
 FIRST_ASKED = 64

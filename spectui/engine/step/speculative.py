@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from spectui.engine.config import SamplingConfig
 from spectui.engine.events import TokenLogprob
+from spectui.engine.generation_config import SamplingConfig
 from spectui.engine.llama import hostcost
 from spectui.engine.step import sampling, tree
 from spectui.engine.step.drafter import Budget, Drafter, Feedback, Proposal

@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from spectui.engine.config import SamplingConfig
+from spectui.engine.generation_config import SamplingConfig
 from spectui.engine.step import sampling
 from spectui.engine.step.drafter import Proposal
 from spectui.engine.step.target import StepTarget

@@ -1,5 +1,5 @@
 """What the engine's thread workers (`EngineHost`, `spectui.ui.engine_host`) report with: the
-reply batcher, the progress throttle, the pull's tqdm; and the close of the models as the app ends.
+reply batcher, the progress throttle, the pull's tqdm, the line for an error they did not expect.
 
 Every engine call (llama.cpp, the engine's file and network checks) runs on a worker thread,
 never on the UI thread (tests/test_ui_threads.py holds the app to it). Each worker checks
@@ -20,14 +20,11 @@ from textual.message import Message
 from tqdm import tqdm
 
 from spectui.engine.events import CycleStats, GenerationStats, Progress
-from spectui.session.loaded import EngineSession
 from spectui.session.reply import ReplyDone, ReplyEvent, ReplyPiece
-from spectui.ui.messages import LoadProgress, ReplyFinished, ReplyPurpose, ReplyUpdate
+from spectui.ui.messages import LoadProgress, ReplyBatch, ReplyFinished, ReplyPurpose
 
-UPDATE_INTERVAL = 0.1  # seconds between ReplyUpdate messages: ~10 screen updates a second
+UPDATE_INTERVAL = 0.1  # seconds between ReplyBatch messages: ~10 screen updates a second
 PROGRESS_INTERVAL = 0.1
-CLOSE_WAIT = 5.0
-"""Seconds the app, ending, waits for a reply thread to let go of the models before freeing them."""
 Post = Callable[[Message], object]
 
 
@@ -87,7 +84,7 @@ class ReplyBatcher:
     def flush(self) -> None:
         if self.pieces or self.cycles:
             totals = copy.deepcopy(self.totals)
-            self.post(ReplyUpdate(self.purpose, tuple(self.pieces), tuple(self.cycles), totals))
+            self.post(ReplyBatch(self.purpose, tuple(self.pieces), tuple(self.cycles), totals))
         self.pieces, self.cycles = [], []
         self._last_post = time.monotonic()
 
@@ -129,14 +126,3 @@ def tqdm_posting(post: Post, is_cancelled: Callable[[], bool]) -> type[tqdm[Any]
 
     return UiTqdm
 
-
-def close_models(session: EngineSession, timeout: float = CLOSE_WAIT) -> bool:
-    """Free the loaded models as the app ends, on a thread of its own (llama.cpp's frees are engine
-    calls), waiting up to `timeout` for a reply thread to let go of them and as long again for
-    the frees; False when they were not freed in time (the process ends anyway)."""
-    freed: list[bool] = []
-    closer = threading.Thread(target=lambda: freed.append(session.close(timeout)), name="spectui-close",
-                              daemon=True)
-    closer.start()
-    closer.join(2 * timeout)
-    return freed == [True]

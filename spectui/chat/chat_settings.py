@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from spectui import limits
-from spectui.engine.config import SAMPLING_KEYS, RecommendedSampling, SamplingConfig
+from spectui.engine.generation_config import SAMPLING_KEYS, RecommendedSampling, SamplingConfig
 
 Effort = Literal["low", "medium", "high"]
 EFFORTS: tuple[Effort, ...] = ("low", "medium", "high")

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+if TYPE_CHECKING:
+    from spectui.ui.core import AppCore
 
 CHAT_COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("edit last message", "edit_last", "↑ in an empty message box: change it and resend"),
@@ -15,15 +19,15 @@ CHAT_COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("chat settings", "settings", "ctrl+s: system prompt, temperature, top-p, top-k, min-p, max tokens, seed"),
     ("thinking on/off", "toggle_thinking", "ctrl+t: for templates that take enable_thinking or reasoning_effort"),
 )
-"""(label, app action, help) of each entry."""
+"""(label, the chat pane's action, help) of each entry."""
 
 
 class ChatCommands(Provider):
-    """Runs the app's chat actions by name."""
+    """Runs the chat pane's actions (`ChatPane`, where their keys are bound) by name."""
 
     def _command(self, action: str) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
-            await self.app.run_action(action)
+            await self.app.run_action(action, cast("AppCore", self.app).chat_pane)
 
         return run
 

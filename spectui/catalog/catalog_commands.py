@@ -82,7 +82,7 @@ def list_command(args: argparse.Namespace, system: Callable[[], dict[str, object
     GPUs), asked only for `--json`; the command line passes it in (doctor is a session's, above
     the catalog)."""
     if args.local:
-        from spectui.catalog.local.commands import list_local_command
+        from spectui.catalog.local.local_commands import list_local_command
 
         return list_local_command(args)
     from spectui.catalog.resolve import list_pairs
