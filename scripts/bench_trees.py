@@ -173,6 +173,12 @@ class Costs:
             def table(self) -> dict[int, float]:
                 return self._table
 
+            def seconds(self, rows: int) -> float:
+                return self._table[min(max(rows, 1), 32)]
+
+            def row_seconds(self) -> float | None:
+                return (self._table[32] - self._table[1]) / 31
+
         class FrozenDraft:
             n = 1.0
 

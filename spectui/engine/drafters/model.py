@@ -3,6 +3,15 @@
 It drafts from its own distribution q (its argmax at T = 0), one forward pass per token, after
 catching up on whatever the context gained since it last ran (normally the last accepted draft
 token and the target's own token: one pass over two tokens).
+
+After a long stretch without drafting (K = auto held it at K = 0, a lookup's long run, K = 0 set
+by hand) it does not read all it missed: more than `CATCH_UP_WINDOW` tokens behind, it reads only
+the last `CATCH_UP_WINDOW` as a sequence of its own and drafts from that window on. A held draft's
+probe thus costs the same however long the hold was (reading a 300-token hold cost the demo's weak
+draft about 25 target passes, for a probe that gives a token or two); its proposals may be a
+little worse for the shorter context, and the target verifies every one, so the output is
+unchanged. A new conversation (a prompt that does not continue the window) starts from its first
+token again.
 """
 
 from __future__ import annotations
@@ -24,6 +33,8 @@ from spectui.errors import UnsupportedModelError
 
 SOURCE = "model"
 KIND = KINDS[SOURCE]
+CATCH_UP_WINDOW = 64
+"""Tokens a draft that fell further behind reads before drafting (see above)."""
 # How llama.cpp's draft measures its confidence when drafting greedily: softmax over its top 10.
 GREEDY_CONFIDENCE = SamplingConfig(temperature=1.0, top_k=10, top_p=1.0, min_p=0.0)
 
@@ -58,13 +69,39 @@ class DraftModelDrafter:
         self.model = model
         self.label = f"{KIND.label} {model.path.name}"
         self._stand_in = known_stand_in(model)
+        self.offset = 0
+        """Where the draft's own sequence starts in the reply's context (0 unless a catch-up was
+        cut to its window): the draft's cache holds context[offset:]."""
         self.q_temperature: float | None = None
         """When sampling, draw from the draft's distribution at this temperature instead of the
         reply's (the same filters). Any q is exact; this one only changes acceptance:
         scripts/bench_trees.py measures it (not a user setting: it did not pay, BENCHMARKS.md)."""
 
     def prefill(self, context: Sequence[int]) -> None:
-        self.model.sync(readable(context, self.model.n_vocab, self._stand_in))
+        context = readable(context, self.model.n_vocab, self._stand_in)
+        if not self._continues(context):
+            self.offset = 0  # another conversation: read it from its start, as the target does
+        self.model.sync(context[self.offset:])
+
+    def _continues(self, context: Sequence[int]) -> bool:
+        """Whether the draft's cache (context[offset:] of an earlier context) begins where
+        `context[offset:]` does: the same conversation, grown or rewound."""
+        cached = self.model.cached
+        if self.offset == 0 or self.offset >= len(context) or not cached:
+            return self.offset == 0
+        n = min(len(cached), len(context) - self.offset, 16)
+        return list(context[self.offset:self.offset + n]) == cached[:n]
+
+    def _window(self, context: Sequence[int]) -> Sequence[int]:
+        """The part of `context` the draft reads: from `offset`, moved up to the last
+        CATCH_UP_WINDOW tokens when it fell further behind than that."""
+        if not self._continues(context):
+            self.offset = 0
+        view = context[self.offset:]
+        if len(view) - self.model.kept_on_sync(view) > CATCH_UP_WINDOW:
+            self.offset = len(context) - CATCH_UP_WINDOW
+            view = context[self.offset:]
+        return view
 
     def propose(self, context: Sequence[int], budget: Budget, cfg: SamplingConfig,
                 rng: np.random.Generator) -> Proposal:
@@ -81,8 +118,9 @@ class DraftModelDrafter:
             k = min(plan.max_tokens, self.model.room() - 1)  # each token priced as drawn, not k
         context = readable(context, self.model.n_vocab, self._stand_in)
         # Catch up: decode whatever the draft has not seen (at least the last token).
-        proposal.caught_up = len(context) - self.model.kept_on_sync(context)
-        logits = self.model.catch_up(context)
+        view = self._window(context)
+        proposal.caught_up = len(view) - self.model.kept_on_sync(view)
+        logits = self.model.catch_up(view)
         proposal.work = 1
         proposal.calibrated = planner is not None
         while True:
@@ -122,6 +160,7 @@ class DraftModelDrafter:
 
     def reset(self) -> None:
         self.model.reset()
+        self.offset = 0
 
     def close(self) -> None:
         self.model.close()

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 
 from spectui.engine.events import HoldBack, HoldWhy
 from spectui.engine.planning.passcosts import VerifyCosts, _Running
-from spectui.engine.planning.pays import LAST_PROBE, PaysGuard, Rate
+from spectui.engine.planning.pays import LAST_PROBE, PaysGuard, ProbeBudget, Rate
 from spectui.engine.step.drafter import BudgetDefaults
 from spectui.engine.step.draftplan import Calibration, DraftPlan
 from spectui.limits import MAX_DRAFT, MAX_LOOKUP_DRAFT
@@ -61,8 +61,8 @@ PROBE_EVERY = 8  # cycles at k = 0 before the first probe (then twice as long af
 PROBE_K = 2
 FIRST_GUESS_K = 4  # before anything is measured
 DEFAULT_P_MIN = 0.5  # before any cost is measured
-UNSEEN_ROW_COST = 0.05  # with one batch size measured: each further row costs 5 % of it
 GROWTH = 2  # K = auto drafts at most this many times the longest draft it has measured
+BREAKEVEN_EVERY = 64  # asks while held between two searches for the break-even acceptance (shown only)
 STEADY_CATCH_UP = 2  # tokens a draft reads before drafting when it kept up with the last cycle
 POSITION_PRIOR = 2.0  # weight of the pooled acceptance in each position's estimate
 
@@ -81,6 +81,9 @@ class DrafterFigures:
     idle_cycles: int = 0
     probe_every: int = PROBE_EVERY
     probing: bool = False
+    probe_again: bool = False
+    """The probe's cycle caught up on the hold first (not a typical cost): probe one more cycle,
+    whose cost is measured."""
     cost_stale: bool = False
     """Costs measured before a hold may be stale: the next steady measurement replaces them (kept
     until then, so a probe whose draft must first catch up does not leave nothing to plan on)."""
@@ -141,6 +144,8 @@ class DrafterFigures:
             if self.cost_stale:
                 self.cost, self.cost_stale = _Running(), False
             self.cost.add(proposal.work, step.draft_seconds)
+        elif self.probing and self.cost_stale:
+            self.probe_again = True  # measure the cost on a steady cycle next
         if proposal.calibrated:
             path = step.path if proposal.is_tree else range(step.accepted)
             self.by_confidence.observe(proposal.parents, proposal.confidences, path)
@@ -185,6 +190,8 @@ class AutoDraft(BudgetDefaults):
         temperature's figures, as the target's pass costs are)."""
         self.holds: dict[str, HoldBack] = {}
         """The drafters held at K = 0 as of the last time each asked, and why."""
+        self.probes = ProbeBudget()
+        """What held drafters' probes cost, against the time: a probe waits until it is in budget."""
         self._holding_asks = 0
 
     def of(self, source: str) -> DrafterFigures:
@@ -203,9 +210,12 @@ class AutoDraft(BudgetDefaults):
         pair at T = 0.8 leaving those cycles out showed the draft at 1.00x while the replies ran
         at 0.91x); the first cycle of a probe, which catches up on a whole hold, does not."""
         proposal = step.proposal
-        self.guard.tick()
         hold = self.guard.holds.get(proposal.source)
-        if proposal.caught_up > STEADY_CATCH_UP and hold is not None and hold.probing:
+        figures = self.figures.get(proposal.source)
+        probe = (hold is not None and hold.probing) or (figures is not None and figures.probing)
+        self.probes.add(seconds, len(step.tokens), self.guard.plain.tps, probe)
+        self.guard.tick(self.probes.allows())
+        if proposal.caught_up > STEADY_CATCH_UP and probe:
             return  # the probe goes on one more cycle, and that one is measured
         self.guard.observe(proposal.source, proposal.work > 0 or bool(proposal.tokens), len(step.tokens), seconds)
 
@@ -228,11 +238,19 @@ class AutoDraft(BudgetDefaults):
             figures.last_k = 0  # no plan: nothing to price it with
             return FIRST_GUESS_K
         best_k, best_gain = 0, 1.0
-        for k in range(1, min(self.max_k, GROWTH * max(figures.longest, PROBE_K)) + 1):
-            gain = self.expected_speedup(source, k)
+        unit, expected, alive = self.verify_cost(1), 1.0, 1.0
+        longest = min(self.max_k, GROWTH * max(figures.longest, PROBE_K))
+        for k, rate in enumerate(figures.position_acceptances(longest), start=1):  # expected_speedup, summed once
+            alive *= rate
+            expected += alive
+            cost = figures.draft_cost(k) + self.verify_cost(k + 1)
+            gain = expected * unit / cost if cost > 0 else 0.0
             if gain > best_gain:
                 best_k, best_gain = k, gain
         figures.last_k = best_k
+        if figures.probe_again:
+            figures.probe_again, figures.probing = False, True
+            return PROBE_K
         if best_k > 0:
             held = self.guard.decide(source)
             if not held:
@@ -243,7 +261,7 @@ class AutoDraft(BudgetDefaults):
             return 0
         self._hold(source, "cost")
         figures.idle_cycles += 1
-        if figures.idle_cycles >= figures.probe_every:
+        if figures.idle_cycles >= figures.probe_every and self.probes.allows():
             figures.idle_cycles, figures.probe_every = 0, min(2 * figures.probe_every, LAST_PROBE)
             figures.probing = True
             figures.cost_stale = True  # costs measured before the hold may be stale: measure anew
@@ -252,13 +270,13 @@ class AutoDraft(BudgetDefaults):
 
     def _hold(self, source: str, why: HoldWhy) -> None:
         """Note that `source` is held at K = 0 and why; the break-even acceptance is worked out
-        again only when the reason changes or every `PROBE_EVERY` cycles (it takes a search)."""
+        again only when the reason changes or every `BREAKEVEN_EVERY` asks (it takes a search)."""
         figures = self.of(source)
         held = self.holds.get(source)
         self._holding_asks += 1
         if not self.verify or not figures.measured:
             breakeven = None  # nothing to work it out from yet
-        elif held is None or held.why != why or self._holding_asks % PROBE_EVERY == 0:
+        elif held is None or held.why != why or self._holding_asks % BREAKEVEN_EVERY == 0:
             breakeven = self.breakeven(source)
         else:
             breakeven = held.breakeven
@@ -354,17 +372,4 @@ class AutoDraft(BudgetDefaults):
 
     def verify_cost(self, rows: int) -> float:
         """Seconds of a target pass over `rows` rows: measured, else from measured neighbours."""
-        table = self.verify.table()
-        if rows in table:
-            return table[rows]
-        below = [n for n in table if n < rows]
-        above = [n for n in table if n > rows]
-        if below and above:
-            lo, hi = max(below), min(above)
-            return table[lo] + (table[hi] - table[lo]) * (rows - lo) / (hi - lo)
-        nearest = max(below) if below else min(above)
-        slope = self.verify.row_seconds()  # past the sizes measured: the recent passes' slope
-        if slope is None:
-            return table[nearest] * (1 + UNSEEN_ROW_COST * (rows - nearest))
-        return max(table[nearest] + max(slope, 0.0) * (rows - nearest), 0.0)
-
+        return self.verify.seconds(rows)

@@ -10,12 +10,13 @@ explains why both).
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median
 
 DECAY = 0.9  # weight of history in the cost estimates (about the last 10 observations)
 VERIFY_WINDOW = 5  # passes per batch size whose median prices that size
 STALE_PASSES = 200  # a batch size not verified for this many passes leaves the table
+UNSEEN_ROW_COST = 0.05  # with one batch size measured: each further row costs 5 % of it
 
 
 @dataclass
@@ -27,14 +28,22 @@ class _Running:
     y: float = 0.0
     xx: float = 0.0
     xy: float = 0.0
+    _fitted: tuple[float, float] | None = field(default=None, repr=False, compare=False)
+    """`coefficients` as of the last `add` (K = auto asks for them hundreds of times a cycle)."""
 
     def add(self, work: float, seconds: float) -> None:
         for name, value in (("n", 1.0), ("x", work), ("y", seconds), ("xx", work * work),
                             ("xy", work * seconds)):
             setattr(self, name, DECAY * getattr(self, name) + value)
+        self._fitted = None
 
     def coefficients(self) -> tuple[float, float]:
         """(c_call, c_unit), both ≥ 0; (0, 0) before anything is measured."""
+        if self._fitted is None:
+            self._fitted = self._fit()
+        return self._fitted
+
+    def _fit(self) -> tuple[float, float]:
         if self.n <= 0:
             return 0.0, 0.0
         mean_x, mean_y = self.x / self.n, self.y / self.n
@@ -58,6 +67,8 @@ class VerifyCosts:
         self._count = 0
         self._fresh: dict[int, float] | None = None
         self._fit = _Running()
+        self._priced: dict[int, float] = {}
+        """`seconds(rows)` as of the last `add`: K = auto prices every K it weighs, every cycle."""
 
     def add(self, rows: int, seconds: float) -> None:
         passes = self._passes.setdefault(rows, deque(maxlen=VERIFY_WINDOW))
@@ -66,6 +77,7 @@ class VerifyCosts:
         self._count += 1
         self._seen[rows] = self._count
         self._fresh = None
+        self._priced.clear()
         self._fit.add(rows, seconds)
 
     def __bool__(self) -> bool:
@@ -88,3 +100,26 @@ class VerifyCosts:
         if self._fit.xx / self._fit.n - mean * mean <= 1e-6 * max(mean * mean, 1.0):
             return None
         return self._fit.coefficients()[1]
+
+    def seconds(self, rows: int) -> float:
+        """Seconds of a pass over `rows` rows: measured, else from the measured neighbours, else
+        past the sizes measured the recent passes' slope (`UNSEEN_ROW_COST` per row without one)."""
+        priced = self._priced.get(rows)
+        if priced is None:
+            priced = self._priced[rows] = self._interpolate(rows)
+        return priced
+
+    def _interpolate(self, rows: int) -> float:
+        table = self.table()
+        if rows in table:
+            return table[rows]
+        below = [n for n in table if n < rows]
+        above = [n for n in table if n > rows]
+        if below and above:
+            lo, hi = max(below), min(above)
+            return table[lo] + (table[hi] - table[lo]) * (rows - lo) / (hi - lo)
+        nearest = max(below) if below else min(above)
+        slope = self.row_seconds()
+        if slope is None:
+            return table[nearest] * (1 + UNSEEN_ROW_COST * (rows - nearest))
+        return max(table[nearest] + max(slope, 0.0) * (rows - nearest), 0.0)

@@ -15,6 +15,13 @@ back to `FIRST_PROBE` after one that paid), and at once when the plain speed mov
 While speculating, a plain cycle now and then (`PLAIN_EVERY`) keeps the comparison's other side
 fresh, so a baseline measured on a quiet (or busy) moment cannot decide for the whole run.
 
+A probe is not free: a draft model held for a while must first read every token it missed, then
+draft, then the target verifies. On a draft that cannot pay (too weak, or too costly) those probes
+were what was left of the loss (issue #35's sweep: 0.94-0.95x at T 0.8 and 1.0 with a draft held
+in 94 % of passes). So probes also wait until what they cost, over what plain steps would have
+taken for their tokens, is at most `PROBE_SHARE` of the recent time (`ProbeBudget`): a costly
+probe of a hopeless draft comes rarely, a cheap one (a free lookup's rows) as often as before.
+
 Both rates are exponentially weighted over about the last seven cycles of each kind (`DECAY`), so
 they follow the text (a loop the lookups predict, then prose) and the machine as they change.
 """
@@ -46,6 +53,11 @@ CHANGED = 0.4
 """The plain speed moved by more than this fraction since a hold began: probe now. A load that
 doubles moves it by half; at 0.25 a busy machine's noise alone (its recent plain rate moving by a
 quarter) set probes off every few dozen cycles, each a slower cycle."""
+PROBE_SHARE = 0.02
+"""Probes of held drafters may cost at most this share of the recent decode time (their wall
+time over what plain steps would have taken for the tokens they gave)."""
+BUDGET_DECAY = 0.998
+"""Weight of history in the probe budget, per cycle: about the last 500 cycles count."""
 
 
 @dataclass
@@ -73,6 +85,25 @@ class Rate:
     @property
     def tps(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass
+class ProbeBudget:
+    """What probes cost beyond plain steps, against the time that went by: both decayed per cycle."""
+
+    overhead: float = 0.0
+    elapsed: float = 0.0
+
+    def add(self, seconds: float, tokens: int, plain_tps: float, probe: bool) -> None:
+        """One cycle of `seconds` that gave `tokens`; `probe`: it was a held drafter's probe."""
+        self.elapsed = BUDGET_DECAY * self.elapsed + max(seconds, 0.0)
+        self.overhead *= BUDGET_DECAY
+        if probe and plain_tps > 0:
+            self.overhead = max(0.0, self.overhead + seconds - tokens / plain_tps)
+
+    def allows(self) -> bool:
+        """Whether a probe may run now: the recent probes cost at most `PROBE_SHARE` of the time."""
+        return self.overhead <= PROBE_SHARE * self.elapsed
 
 
 @dataclass
@@ -131,15 +162,15 @@ class PaysGuard:
             return True
         return not self.plain.known and any(rate.known for rate in self.realised.values())
 
-    def tick(self) -> None:
+    def tick(self, probes_allowed: bool = True) -> None:
         """A cycle went by: each hold waits one more cycle for its probe, or probes now when the
-        plain speed moved since it began."""
+        plain speed moved since it began; either only when `probes_allowed` (`ProbeBudget`)."""
         for hold in self.holds.values():
             if hold.probing:
                 continue
             hold.idle += 1
             moved = hold.plain_tps > 0 and abs(self.plain.tps / hold.plain_tps - 1.0) > CHANGED
-            if hold.idle >= hold.every or moved:
+            if (hold.idle >= hold.every or moved) and probes_allowed:
                 hold.idle, hold.probing, hold.plain_tps = 0, True, self.plain.tps
 
     def decide(self, source: str) -> bool | None:
