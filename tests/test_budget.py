@@ -58,6 +58,10 @@ class Answers(BudgetDefaults):
         self.asked.append("best_speedup")
         return 1.8
 
+    def probing(self, source: str) -> bool:
+        self.asked.append("probing")
+        return True
+
 
 def ask(budget: Budget, question: str) -> object:
     value = getattr(budget, question)  # the test walks the protocol's names; drafters call them
@@ -71,9 +75,10 @@ def ask(budget: Budget, question: str) -> object:
 
 
 def test_the_protocol_declares_every_question_and_the_defaults_answer_the_optional_ones():
-    assert QUESTIONS == ["best_speedup", "fallback", "hands_over", "k", "limit", "p_min", "plan", "row_cost"]
+    assert QUESTIONS == ["best_speedup", "fallback", "hands_over", "k", "limit", "p_min", "plan", "probing",
+                         "row_cost"]
     fixed = FixedBudget(3)
-    assert [ask(fixed, q) for q in QUESTIONS] == [None, "", False, 3, 3, 0.0, None, None]
+    assert [ask(fixed, q) for q in QUESTIONS] == [None, "", False, 3, 3, 0.0, None, False, None]
 
 
 @pytest.mark.parametrize("question", QUESTIONS)

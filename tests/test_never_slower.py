@@ -198,7 +198,7 @@ def test_a_disturbed_plain_speed_does_not_hold_speculation_back_for_the_run(cloc
 class CatchingUpDrafter(CostedDrafter):
     """A draft model that must first read the tokens since it last drafted, as a real one does
     after a hold: `batch` x PASS_S per token read (a batched read costs less per token than a
-    pass), at most CATCH_UP_WINDOW of them (`drafters.model`'s window)."""
+    pass), at most CATCH_UP_WINDOW of them on K = auto's probe (`drafters.model`'s window)."""
 
     def __init__(self, clock: Clock, target: ScriptedTarget, cost: float, acceptance: float, batch: float) -> None:
         super().__init__(clock, target, cost, acceptance)
@@ -210,8 +210,10 @@ class CatchingUpDrafter(CostedDrafter):
 
     def propose(self, context: Sequence[int], budget: Budget, cfg: SamplingConfig,
                 rng: np.random.Generator) -> Proposal:
-        behind = min(len(context) - self.seen, CATCH_UP_WINDOW)
         proposal = super().propose(context, budget, cfg, rng)
+        behind = len(context) - self.seen
+        if budget.probing(self.source):
+            behind = min(behind, CATCH_UP_WINDOW)
         if proposal.work:
             self.clock.t += self.batch * PASS_S * behind
             proposal.caught_up, self.seen = behind, len(context) + len(proposal.tokens)

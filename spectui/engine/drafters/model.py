@@ -4,9 +4,10 @@ It drafts from its own distribution q (its argmax at T = 0), one forward pass pe
 catching up on whatever the context gained since it last ran (normally the last accepted draft
 token and the target's own token: one pass over two tokens).
 
-After a long stretch without drafting (K = auto held it at K = 0, a lookup's long run, K = 0 set
-by hand) it does not read all it missed: more than `CATCH_UP_WINDOW` tokens behind, it reads only
-the last `CATCH_UP_WINDOW` as a sequence of its own and drafts from that window on. A held draft's
+When K = auto probes it after holding it at K = 0 for a while, it does not read all it missed:
+more than `CATCH_UP_WINDOW` tokens behind, it reads only the last `CATCH_UP_WINDOW` as a sequence
+of its own and drafts from that window on. (Behind a lookup's long runs, or after K = 0 set by
+hand, it reads everything: a draft that pays keeps its whole context, which copying needs.) A held draft's
 probe thus costs the same however long the hold was (reading a 300-token hold cost the demo's weak
 draft about 25 target passes, for a probe that gives a token or two); its proposals may be a
 little worse for the shorter context, and the target verifies every one, so the output is
@@ -92,13 +93,13 @@ class DraftModelDrafter:
         n = min(len(cached), len(context) - self.offset, 16)
         return list(context[self.offset:self.offset + n]) == cached[:n]
 
-    def _window(self, context: Sequence[int]) -> Sequence[int]:
+    def _window(self, context: Sequence[int], probe: bool) -> Sequence[int]:
         """The part of `context` the draft reads: from `offset`, moved up to the last
-        CATCH_UP_WINDOW tokens when it fell further behind than that."""
+        CATCH_UP_WINDOW tokens when a `probe` finds it further behind than that."""
         if not self._continues(context):
             self.offset = 0
         view = context[self.offset:]
-        if len(view) - self.model.kept_on_sync(view) > CATCH_UP_WINDOW:
+        if probe and len(view) - self.model.kept_on_sync(view) > CATCH_UP_WINDOW:
             self.offset = len(context) - CATCH_UP_WINDOW
             view = context[self.offset:]
         return view
@@ -118,7 +119,7 @@ class DraftModelDrafter:
             k = min(plan.max_tokens, self.model.room() - 1)  # each token priced as drawn, not k
         context = readable(context, self.model.n_vocab, self._stand_in)
         # Catch up: decode whatever the draft has not seen (at least the last token).
-        view = self._window(context)
+        view = self._window(context, budget.probing(SOURCE))
         proposal.caught_up = len(view) - self.model.kept_on_sync(view)
         logits = self.model.catch_up(view)
         proposal.work = 1

@@ -211,8 +211,7 @@ class AutoDraft(BudgetDefaults):
         at 0.91x); the first cycle of a probe, which catches up on a whole hold, does not."""
         proposal = step.proposal
         hold = self.guard.holds.get(proposal.source)
-        figures = self.figures.get(proposal.source)
-        probe = (hold is not None and hold.probing) or (figures is not None and figures.probing)
+        probe = self.probing(proposal.source)
         self.probes.add(seconds, len(step.tokens), self.guard.plain.tps, probe)
         self.guard.tick(self.probes.allows())
         if proposal.caught_up > STEADY_CATCH_UP and probe:
@@ -300,6 +299,12 @@ class AutoDraft(BudgetDefaults):
                          draft_value=speedup * (c_unit + row) / unit, mean_acceptance=figures.acceptance,
                          max_nodes=MAX_LOOKUP_DRAFT, max_leaves=self.max_leaves if self.trees else 1,
                          calibration=figures.by_confidence)
+
+    def probing(self, source: str) -> bool:
+        """This cycle probes `source` (held at K = 0 by the model or by the guard)."""
+        hold = self.guard.holds.get(source)
+        figures = self.figures.get(source)
+        return (hold is not None and hold.probing) or (figures is not None and figures.probing)
 
     def limit(self, source: str) -> int:
         """K = auto's ceiling for a lookup, which weighs each proposal against its verify rows

@@ -153,6 +153,10 @@ class Budget(Protocol):
         """K = auto's best expected speed-up of drafter `source` at any K it may pick; None before
         it has measured `source`, or with a fixed K (a lookup ahead of that drafter must beat it)."""
 
+    def probing(self, source: str) -> bool:
+        """Asked after `k`: this cycle is K = auto's probe of drafter `source`, held at K = 0 for a
+        while (a draft model far behind then reads only its window, `drafters.model`)."""
+
 
 class BudgetDefaults:
     """The answers of a budget that has nothing to say beyond its K: no plan, no chain around
@@ -173,6 +177,9 @@ class BudgetDefaults:
 
     def best_speedup(self, source: str) -> float | None:
         return None
+
+    def probing(self, source: str) -> bool:
+        return False
 
 
 @dataclass(frozen=True)
@@ -222,6 +229,9 @@ class BudgetView:
 
     def best_speedup(self, source: str) -> float | None:
         return self.inner.best_speedup(source)
+
+    def probing(self, source: str) -> bool:
+        return self.inner.probing(source)
 
 
 @dataclass(frozen=True)
