@@ -235,7 +235,7 @@ class _Reply:
             k = budget.given_to(source)
             auto = control.effective_k() == AUTO and not probe
             if auto or drafter is None:  # what K = auto realised, or a plain step
-                self.auto.observe_cycle(step, hostcost.now() - cycle_start + tail)
+                self.auto.observe_cycle(step, hostcost.now() - cycle_start + tail, auto)
             held = self.auto.holding(budget.given) if auto else None
             laps.lap("bookkeeping")
             host = step.host + laps.cost() + hostcost.HostCost(bookkeeping=tail)

@@ -203,16 +203,18 @@ class AutoDraft(BudgetDefaults):
         if step.proposal.source:
             self.of(step.proposal.source).observe(step)
 
-    def observe_cycle(self, step: StepResult, seconds: float) -> None:
+    def observe_cycle(self, step: StepResult, seconds: float, auto: bool = True) -> None:
         """A whole cycle's wall `seconds` (the loop's own work included), for the guard: a plain
         step, or the realised speed of the drafter that worked in it. A draft that first caught up
         on a lookup's run counts (the chain pays for it whenever the lookup proposed: on the demo
         pair at T = 0.8 leaving those cycles out showed the draft at 1.00x while the replies ran
-        at 0.91x); the first cycle of a probe, which catches up on a whole hold, does not."""
+        at 0.91x); the first cycle of a probe, which catches up on a whole hold, does not.
+        `auto`: a cycle of a K = auto reply (else a plain step of a reply at K = 0, which teaches
+        the plain speed but is not time the probe budget is a share of)."""
         proposal = step.proposal
-        hold = self.guard.holds.get(proposal.source)
         probe = self.probing(proposal.source)
-        self.probes.add(seconds, len(step.tokens), self.guard.plain.tps, probe)
+        if auto:
+            self.probes.add(seconds, len(step.tokens), self.guard.plain.tps, probe)
         self.guard.tick(self.probes.allows())
         if proposal.caught_up > STEADY_CATCH_UP and probe:
             return  # the probe goes on one more cycle, and that one is measured
