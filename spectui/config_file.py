@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from spectui import paths
 from spectui.errors import SettingsError
+from spectui.user_files import read_user_text
 
 
 class Settings(BaseModel):
@@ -57,17 +58,9 @@ def expand_folder(folder: Path) -> Path:
 def load_settings(path: Path | None = None) -> Settings:
     """The settings in `path` (default `paths.settings_path()`); the defaults when it is absent."""
     path = path or paths.settings_path()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    text = read_user_text(path, SettingsError, missing_ok=True)
+    if text is None:
         return Settings()
-    except OSError as error:
-        raise SettingsError(f"{path}: cannot be read ({error.strerror}); fix or remove it") from None
-    except UnicodeDecodeError as error:
-        raise SettingsError(
-            f"{path}: not UTF-8 text (byte 0x{error.object[error.start]:02x} at offset {error.start}); "
-            "save it as UTF-8 (TOML files must be), or remove it"
-        ) from None
     try:
         return Settings.model_validate(tomllib.loads(text))
     except tomllib.TOMLDecodeError as error:

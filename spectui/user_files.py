@@ -14,6 +14,9 @@ never a part of one. The temporary file is removed when the write fails.
   followed (the file it points at is replaced, the link stays).
 - `write_unused_name` picks the first free name of a series (`spectui-chat-7.md`,
   `spectui-chat-7-2.md`, ...), for the app's export key, which has no one to ask.
+
+And one read: `read_user_text`, a file the user writes (config.toml, a catalog), whose failure is
+one line naming the file and what to do.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ import os
 import secrets
 import stat
 from pathlib import Path
+from typing import Literal, overload
+
+from spectui.errors import SpectuiError
 
 MAX_SERIES = 1000
 """Names tried by `write_unused_name` before it gives up (a folder full of earlier exports)."""
@@ -144,3 +150,25 @@ def write_unused_name(directory: Path, stem: str, suffix: str, text: str) -> Pat
         except FileExistsError:
             continue
     raise FileExistsError(17, f"{MAX_SERIES} files named like it already exist", str(names[0]))
+
+
+@overload
+def read_user_text(path: Path, error: type[SpectuiError]) -> str: ...
+@overload
+def read_user_text(path: Path, error: type[SpectuiError], *, missing_ok: Literal[True]) -> str | None: ...
+def read_user_text(path: Path, error: type[SpectuiError], *, missing_ok: bool = False) -> str | None:
+    """The text of a file the user writes; None when it is absent and `missing_ok`. Any other
+    failure is `error` with one line: it cannot be read (why), or it is not UTF-8 (where)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError as missing:
+        if missing_ok:
+            return None
+        raise error(f"{path}: cannot be read ({missing.strerror}); fix or remove it") from None
+    except OSError as failure:
+        raise error(f"{path}: cannot be read ({failure.strerror}); fix or remove it") from None
+    except UnicodeDecodeError as bad:
+        raise error(
+            f"{path}: not UTF-8 text (byte 0x{bad.object[bad.start]:02x} at offset {bad.start}); "
+            "save it as UTF-8 (TOML files must be), or remove it"
+        ) from None

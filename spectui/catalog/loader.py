@@ -16,6 +16,7 @@ from spectui.catalog.demo import RECIPES
 from spectui.catalog.pairs import CatalogEntry, Origin
 from spectui.catalog.schema import Catalog
 from spectui.errors import CatalogError
+from spectui.user_files import read_user_text
 
 
 def shipped_catalog_path() -> Path:
@@ -52,15 +53,7 @@ def parse_catalog(text: str, file: Path) -> Catalog:
 
 
 def read_catalog(file: Path) -> Catalog:
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as error:
-        raise CatalogError(f"{file}: cannot be read ({error.strerror}); fix or remove it") from None
-    except UnicodeDecodeError as error:
-        raise CatalogError(
-            f"{file}: not UTF-8 text (byte 0x{error.object[error.start]:02x} at offset {error.start}); "
-            "save it as UTF-8 (TOML files must be), or remove it"
-        ) from None
+    text = read_user_text(file, CatalogError)
     return parse_catalog(text, file)
 
 
