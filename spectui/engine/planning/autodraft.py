@@ -125,13 +125,6 @@ class DrafterFigures:
     def position_acceptance(self, i: int) -> float:
         return self.position_acceptances(i + 1)[i]
 
-    def expected_tokens(self, k: int) -> float:
-        total, survive = 1.0, 1.0
-        for rate in self.position_acceptances(k):
-            survive *= rate
-            total += survive
-        return total
-
     def draft_cost(self, k: int) -> float:
         c_call, c_unit = self.cost.coefficients()
         return c_call + c_unit * k
@@ -239,13 +232,7 @@ class AutoDraft(BudgetDefaults):
             figures.last_k = 0  # no plan: nothing to price it with
             return FIRST_GUESS_K
         best_k, best_gain = 0, 1.0
-        unit, expected, alive = self.verify_cost(1), 1.0, 1.0
-        longest = min(self.max_k, GROWTH * max(figures.longest, PROBE_K))
-        for k, rate in enumerate(figures.position_acceptances(longest), start=1):  # expected_speedup, summed once
-            alive *= rate
-            expected += alive
-            cost = figures.draft_cost(k) + self.verify_cost(k + 1)
-            gain = expected * unit / cost if cost > 0 else 0.0
+        for k, gain in enumerate(self.speedups(source, min(self.max_k, GROWTH * max(figures.longest, PROBE_K))), 1):
             if gain > best_gain:
                 best_k, best_gain = k, gain
         figures.last_k = best_k
@@ -343,7 +330,7 @@ class AutoDraft(BudgetDefaults):
             return None
         if source in self.holds:
             return 1.0  # held at K = 0: what runs instead is a plain step
-        return max(self.expected_speedup(source, k) for k in range(1, self.max_k + 1))
+        return max(self.speedups(source, self.max_k))
 
     def breakeven(self, source: str) -> float | None:
         """The acceptance (the same at every position) above which `source` would pay with its
@@ -373,9 +360,19 @@ class AutoDraft(BudgetDefaults):
     # ----- the model ------------------------------------------------------------------------
 
     def expected_speedup(self, source: str, k: int) -> float:
-        figures = self.of(source)
-        cost = figures.draft_cost(k) + self.verify_cost(k + 1)
-        return figures.expected_tokens(k) * self.verify_cost(1) / cost if cost > 0 else 0.0
+        """E(k)·v(1) / (c(k) + v(k + 1)) for a proposal of k >= 1 tokens (the module's docstring)."""
+        return self.speedups(source, k)[-1]
+
+    def speedups(self, source: str, longest: int) -> list[float]:
+        """`expected_speedup` at k = 1..longest, E(k) summed once over the positions."""
+        figures, unit = self.of(source), self.verify_cost(1)
+        gains, expected, alive = [], 1.0, 1.0
+        for k, rate in enumerate(figures.position_acceptances(longest), start=1):
+            alive *= rate
+            expected += alive
+            cost = figures.draft_cost(k) + self.verify_cost(k + 1)
+            gains.append(expected * unit / cost if cost > 0 else 0.0)
+        return gains
 
     def verify_cost(self, rows: int) -> float:
         """Seconds of a target pass over `rows` rows: measured, else from measured neighbours."""
