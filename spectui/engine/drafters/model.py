@@ -79,10 +79,8 @@ class DraftModelDrafter:
         scripts/bench_trees.py measures it (not a user setting: it did not pay, BENCHMARKS.md)."""
 
     def prefill(self, context: Sequence[int]) -> None:
-        context = readable(context, self.model.n_vocab, self._stand_in)
-        if not self._continues(context):
-            self.offset = 0  # another conversation: read it from its start, as the target does
-        self.model.sync(context[self.offset:])
+        # another conversation reads from its start, as the target does; this one from the window
+        self.model.sync(self._window(readable(context, self.model.n_vocab, self._stand_in), probe=False))
 
     def _continues(self, context: Sequence[int]) -> bool:
         """Whether the draft's cache (context[offset:] of an earlier context) begins where
@@ -94,8 +92,8 @@ class DraftModelDrafter:
         return list(context[self.offset:self.offset + n]) == cached[:n]
 
     def _window(self, context: Sequence[int], probe: bool) -> Sequence[int]:
-        """The part of `context` the draft reads: from `offset`, moved up to the last
-        CATCH_UP_WINDOW tokens when a `probe` finds it further behind than that."""
+        """The part of `context` the draft reads: from `offset` (0 for another conversation), moved
+        up to the last CATCH_UP_WINDOW tokens when a `probe` finds it further behind than that."""
         if not self._continues(context):
             self.offset = 0
         view = context[self.offset:]
