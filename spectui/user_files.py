@@ -161,11 +161,9 @@ def read_user_text(path: Path, error: type[SpectuiError], *, missing_ok: bool = 
     failure is `error` with one line: it cannot be read (why), or it is not UTF-8 (where)."""
     try:
         return path.read_text(encoding="utf-8")
-    except FileNotFoundError as missing:
-        if missing_ok:
-            return None
-        raise error(f"{path}: cannot be read ({missing.strerror}); fix or remove it") from None
     except OSError as failure:
+        if missing_ok and isinstance(failure, FileNotFoundError):
+            return None
         raise error(f"{path}: cannot be read ({failure.strerror}); fix or remove it") from None
     except UnicodeDecodeError as bad:
         raise error(
