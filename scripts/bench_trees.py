@@ -127,26 +127,12 @@ class Costs:
     """Seconds of a target pass by rows and of one draft pass, the fastest of `tries` each."""
 
     def __init__(self, gen, tries: int) -> None:
-        import time
+        sys.path.insert(0, str(ROOT / "scripts"))
+        from chain_ceiling import pass_costs
 
         target, draft = gen.target, gen.drafters["model"].model
         prefix = target.tokenize("The quick brown fox jumps over the lazy dog. " * 30)[:200]
-        target.reset()
-        target.sync(prefix)
-        draft.reset()
-        draft.sync(prefix)
-        self.rows: dict[int, float] = {}
-        self.draft = float("inf")
-        for _ in range(tries):
-            for n in (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32):
-                start = time.perf_counter()
-                target.extend(prefix[50:50 + n], n_logits=n)
-                self.rows[n] = min(self.rows.get(n, float("inf")), time.perf_counter() - start)
-                target.truncate(200)
-            start = time.perf_counter()
-            draft.extend(prefix[50:51])
-            self.draft = min(self.draft, time.perf_counter() - start)
-            draft.truncate(200)
+        self.rows, self.draft = pass_costs(target, draft, prefix, tries, (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32))
         gen.reset()
 
     def verify(self, rows: int) -> float:
@@ -180,7 +166,7 @@ class Costs:
                 return (self._table[32] - self._table[1]) / 31
 
         class FrozenDraft:
-            n = 1.0
+            n = x = 1.0  # measured: one pass's worth of work
 
             def __init__(self, per_pass: float) -> None:
                 self.per_pass = per_pass

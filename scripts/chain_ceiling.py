@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -55,12 +56,14 @@ CHUNK = 32
 """Logit rows read per draft pass when scoring a reply (`buffers.MAX_LOGIT_ROWS`)."""
 
 
-def pass_costs(target: LlamaModel, draft: LlamaModel, prompt: list[int], tries: int) -> tuple[dict[int, float], float]:
-    """Seconds of a target pass by rows after `prompt`, and of one draft pass: the fastest of `tries`."""
-    filler = (prompt * 4)[:MAX_ROWS]
+def pass_costs(target: LlamaModel, draft: LlamaModel, prompt: list[int], tries: int,
+               sizes: Sequence[int] = range(1, MAX_ROWS + 1)) -> tuple[dict[int, float], float]:
+    """Seconds of a target pass by rows (`sizes`) after `prompt`, and of one draft pass: the
+    fastest of `tries` (also `scripts/bench_trees.py --frozen-costs`)."""
+    filler = (prompt * (max(sizes) // len(prompt) + 1))[:max(sizes)]
     target.sync(prompt)
     draft.sync(prompt)
-    rows = {n: float("inf") for n in range(1, MAX_ROWS + 1)}
+    rows = {n: float("inf") for n in sizes}
     best_draft = float("inf")
     for _ in range(tries):
         for n in rows:
