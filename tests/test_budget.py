@@ -62,6 +62,10 @@ class Answers(BudgetDefaults):
         self.asked.append("probing")
         return True
 
+    def measure_rows(self, longest: int) -> int | None:
+        self.asked.append("measure_rows")
+        return 7
+
 
 def ask(budget: Budget, question: str) -> object:
     value = getattr(budget, question)  # the test walks the protocol's names; drafters call them
@@ -69,16 +73,16 @@ def ask(budget: Budget, question: str) -> object:
         return value
     if question == "hands_over":
         return value([1, 2], [3])
-    if question == "row_cost":
+    if question in ("row_cost", "measure_rows"):
         return value(4)
     return value("model")
 
 
 def test_the_protocol_declares_every_question_and_the_defaults_answer_the_optional_ones():
-    assert QUESTIONS == ["best_speedup", "fallback", "hands_over", "k", "limit", "p_min", "plan", "probing",
-                         "row_cost"]
+    assert QUESTIONS == ["best_speedup", "fallback", "hands_over", "k", "limit", "measure_rows", "p_min", "plan",
+                         "probing", "row_cost"]
     fixed = FixedBudget(3)
-    assert [ask(fixed, q) for q in QUESTIONS] == [None, "", False, 3, 3, 0.0, None, False, None]
+    assert [ask(fixed, q) for q in QUESTIONS] == [None, "", False, 3, 3, None, 0.0, None, False, None]
 
 
 @pytest.mark.parametrize("question", QUESTIONS)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 from itertools import pairwise
 
 import numpy as np
@@ -312,11 +313,11 @@ def steady(tiny_pair, monkeypatch) -> Generator:
     """A fresh generator whose K = auto prices with a fixed cost model (a pass of n rows 10 ms +
     0.1 ms per row, a draft call 1 ms + 1 ms per forward pass) in place of the seconds this host
     measures: the gate's decisions then do not depend on how busy the machine is."""
-    verify_add, draft_add = autodraft.VerifyCosts.add, autodraft._Running.add
+    verify_add, draft_observe = autodraft.VerifyCosts.add, autodraft.DrafterFigures.observe
     monkeypatch.setattr(autodraft.VerifyCosts, "add",
                         lambda self, rows, _seconds: verify_add(self, rows, 0.010 + 0.0001 * rows))
-    monkeypatch.setattr(autodraft._Running, "add",
-                        lambda self, work, _seconds: draft_add(self, work, 0.001 + 0.001 * work))
+    monkeypatch.setattr(autodraft.DrafterFigures, "observe", lambda self, step: draft_observe(
+        self, replace(step, draft_seconds=0.001 + 0.001 * step.proposal.work)))
     generator = load_generator(tiny_pair.target, DrafterSpec(draft=tiny_pair.draft), n_ctx=1024)
     yield generator
     generator.close()

@@ -18,8 +18,8 @@ from spectui.engine.drafters.lookup_gate import Calibration
 from spectui.engine.drafters.ngram import NgramDrafter
 from spectui.engine.drafters.suffix import SuffixDrafter
 from spectui.engine.generation_config import SamplingConfig
-from spectui.engine.planning.autodraft import AutoDraft
-from spectui.engine.step.drafter import CappedBudget, FixedBudget
+from spectui.engine.planning.autodraft import MEASURE_EVERY, AutoDraft
+from spectui.engine.step.drafter import BudgetDefaults, CappedBudget, FixedBudget
 from spectui.session.history import history_source, read_past_chats
 
 GREEDY = SamplingConfig(temperature=0.0)
@@ -201,3 +201,100 @@ def test_history_renders_each_chat_as_the_conversation_is_sent(tmp_path):
                                                    add_generation_prompt=False)
     assert "hi" in sent and "hello" in sent
     assert tokens == [1, *map(ord, sent)]  # as the conversation is sent, with the model's one BOS
+
+
+# ----- how long a proposal: tokens per pass cost, and the pass sizes K = auto asks to measure ---------
+
+
+class Priced(BudgetDefaults):
+    """K = auto's prices without K = auto: a pass of r rows costs `cost(r)` plain passes; a size
+    to measure may be asked for (`ask`)."""
+
+    def __init__(self, cost, ask: int | None = None, speedup: float | None = None) -> None:
+        self.cost, self.ask, self.speedup, self.asked = cost, ask, speedup, []
+
+    def k(self, source: str) -> int:
+        return 31
+
+    def p_min(self, source: str) -> float:
+        return 0.0
+
+    def limit(self, source: str) -> int:
+        return 31
+
+    def row_cost(self, rows: int) -> float | None:
+        return self.cost(rows)
+
+    def best_speedup(self, source: str) -> float | None:
+        return self.speedup
+
+    def measure_rows(self, longest: int) -> int | None:
+        self.asked.append(longest)
+        return self.ask
+
+
+def straight(rows: int) -> float:
+    return 1 + 0.25 * (rows - 1)
+
+
+def knee(rows: int) -> float:
+    """A quarter pass per row up to 20 rows, then 0.6 a row (a CPU's pass past its sweet spot)."""
+    return straight(min(rows, 20)) + 0.6 * max(rows - 20, 0)
+
+
+SURE = [1.0] * 31
+
+
+def test_a_lookup_proposes_the_length_with_the_most_tokens_per_pass_cost():
+    assert lookup_gate.best_length(SURE, Priced(straight), "", 31) == 31  # every row cheaper than the last
+    assert lookup_gate.best_length(SURE, Priced(knee), "", 31) == 19  # 20 rows: 20/5.75; 32 rows: 32/12.95
+    # Alone it must beat a plain step; ahead of a draft model, that model's speed-up.
+    assert lookup_gate.best_length([0.1, 0.05], Priced(knee), "", 31) == 0
+    assert lookup_gate.best_length(SURE, Priced(knee, speedup=3.0), "model", 31) == 19
+    assert lookup_gate.best_length(SURE, Priced(knee, speedup=3.6), "model", 31) == 0  # 20/5.75 < 3.6
+    # Nothing measured yet: the whole run, weighed against the fixed thresholds.
+    assert lookup_gate.best_length(SURE, FixedBudget(31), "", 31) == 31
+
+
+def test_a_lookup_verifies_the_size_k_auto_asks_for_when_it_costs_little():
+    assert lookup_gate.measured_length(SURE, Priced(knee, ask=22), 19) == 21  # 22 rows: 91 % of 20's rate
+    assert lookup_gate.measured_length(SURE, Priced(knee, ask=2), 19) == 19  # 2 rows: 47 %, not worth it
+    assert lookup_gate.measured_length(SURE[:10], Priced(knee, ask=22), 10) == 10  # more rows than it trusts
+    assert lookup_gate.measured_length(SURE, Priced(knee), 19) == 19  # nothing asked
+
+
+def test_a_sure_run_is_cut_at_the_fastest_pass_size_and_sizes_between_are_measured():
+    loop = [99, *range(1, 41), *range(1, 41)]  # 1..40 twice: a long, sure continuation
+    trained = NgramDrafter()
+    found = trained.find(loop, 31)
+    assert found is not None and len(found.tokens) == 31
+    for _ in range(40):  # the target has always gone on as this kind of match said
+        trained.calibration.observe(True, found.bucket, found.raw, accepted=31)
+
+    def proposed(budget) -> list[int]:
+        drafter = NgramDrafter()
+        drafter.calibration = trained.calibration
+        return propose(drafter, loop, budget).tokens
+
+    assert len(proposed(FixedBudget(31))) == 31
+    assert len(proposed(Priced(straight))) == 31
+    budget = Priced(knee)
+    assert proposed(budget) == list(range(1, 20))
+    assert budget.asked == [32]  # which size K = auto wants measured: asked once, when proposing
+    assert len(proposed(Priced(knee, ask=22))) == 21
+
+
+def test_k_auto_asks_now_and_then_for_the_middle_of_the_widest_gap_between_measured_sizes():
+    auto = AutoDraft()
+    for rows in (1, 2, 3, 4, 5, 6, 7, 32):
+        auto.verify.add(rows, 0.1 * rows)
+    assert auto.verify.unmeasured(32) == 19
+    assert auto.verify.unmeasured(8) is None  # 1..8: close enough
+    assert auto.verify.unmeasured(20) == 13  # up to the longest the lookup trusts, measured or not
+    asked = [auto.measure_rows(32) for _ in range(2 * MEASURE_EVERY)]
+    assert asked == [None] * (MEASURE_EVERY - 1) + [19] + [None] * (MEASURE_EVERY - 1) + [19]
+    auto.verify.add(19, 1.9)
+    assert auto.verify.unmeasured(32) == 25  # (19, 32) is now the widest
+    for rows in (10, 13, 16, 22, 25, 28):
+        auto.verify.add(rows, 0.1 * rows)
+    assert auto.verify.unmeasured(32) is None

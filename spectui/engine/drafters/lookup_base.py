@@ -85,10 +85,13 @@ class LookupDrafter:
         tokens = as_token_list(context)
         self.judge(tokens)
         proposal = Proposal(source=self.source)
-        planned = self._plan(tokens, budget, cfg, self._allowed(budget))
+        k = self._allowed(budget)
+        planned = self._plan(tokens, budget, cfg, k)
         if planned is None:
             return proposal
         candidate, estimates, n = planned
+        if self.gated:
+            n = lookup_gate.measured_length(self._trimmed(estimates, budget, cfg, k), budget, n)
         self._awaiting = _Awaiting(candidate, cfg.greedy, len(tokens), tokens[-1])
         previous = 1.0
         for token, estimate in zip(candidate.tokens[:n], estimates[:n], strict=True):
@@ -124,11 +127,12 @@ class LookupDrafter:
         """How many tokens to propose: 0 unless the expected accepted count pays for them."""
         if k <= 0:
             return 0
+        return lookup_gate.best_length(self._trimmed(estimates, budget, cfg, k), budget, budget.fallback, k)
+
+    def _trimmed(self, estimates: list[float], budget: Budget, cfg: SamplingConfig, k: int) -> list[float]:
+        """The estimates of the leading tokens worth a verify row at all (`lookup_gate.trim`)."""
         p_min = budget.p_min(self.source) if cfg.greedy else 0.0
-        n = lookup_gate.trim(estimates[:k], self.min_token_prob, p_min)
-        if n == 0 or sum(estimates[:n]) < lookup_gate.min_score(budget, n + 1, budget.fallback, k):
-            return 0
-        return n
+        return estimates[:lookup_gate.trim(estimates[:k], self.min_token_prob, p_min)]
 
     def judge(self, context: list[int]) -> int | None:
         """Judge the last candidate against how `context` went on; returns the tokens it got right

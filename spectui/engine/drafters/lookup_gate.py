@@ -48,6 +48,8 @@ CHAINED_MIN_FRACTION = 0.8
 MIN_TOKEN_PROB = 0.1
 """Stop a proposal before a token whose cumulative estimate falls below this (vLLM's default for
 suffix decoding): a verify row that will most likely be thrown away."""
+MEASURE_LOSS = 0.2
+"""The most of a cycle's expected rate a lookup gives up to have a pass size measured."""
 DECAY = 0.98
 """Weight of older observations in the calibration (about the last 50 proposals count)."""
 PRIOR_FIRST = 0.5
@@ -130,6 +132,59 @@ def trim(estimates: list[float], min_token_prob: float, p_min: float) -> int:
             break
         n, previous = n + 1, estimate
     return n
+
+
+def best_length(estimates: Sequence[float], budget: Budget, fallback: str, k: int) -> int:
+    """How many of the leading tokens to propose (0: withhold): the length with the most expected
+    tokens per verify pass-cost, when that beats the alternative.
+
+    n proposed tokens yield 1 + S(n) tokens (S(n), the sum of the first n cumulative estimates,
+    plus the target's own token) for one pass over n + 1 rows, which costs r(n + 1) plain passes
+    (`Budget.row_cost`). The rate (1 + S(n)) / r(n + 1) must reach 1 alone (a plain step) or the
+    fallback draft model's best expected speed-up s ahead of it: `min_score`'s thresholds, read
+    at every length. On a CPU a pass can cost more per row past some size than below it (2026-11-27,
+    2 threads, 1,700 tokens deep: 20 rows gave 17 % more tokens a second than 32 with every row
+    kept, docs/BENCHMARKS.md), so the longest run a lookup trusts is not always the fastest. With
+    nothing measured (a fixed K, K = auto's first cycles) the whole run is weighed as before.
+    """
+    n_max = len(estimates)
+    if n_max == 0:
+        return 0
+    speedup = budget.best_speedup(fallback) if fallback else 1.0
+    rates = rates_by_length(estimates, budget)
+    if rates is None or speedup is None:
+        return n_max if sum(estimates) >= min_score(budget, n_max + 1, fallback, k) else 0
+    best_n, best_rate = 0, max(speedup, 1.0)
+    for n, rate in enumerate(rates, start=1):
+        if rate >= best_rate:
+            best_n, best_rate = n, rate
+    return best_n
+
+
+def rates_by_length(estimates: Sequence[float], budget: Budget) -> list[float] | None:
+    """(1 + S(n)) / r(n + 1) for n = 1..len(estimates) (`best_length`); None before K = auto
+    has measured a pass."""
+    if budget.row_cost(2) is None:
+        return None
+    rates, score = [], 0.0
+    for n, estimate in enumerate(estimates, start=1):
+        score += estimate
+        rows = budget.row_cost(n + 1)
+        rates.append((1.0 + score) / rows if rows else 0.0)
+    return rates
+
+
+def measured_length(estimates: Sequence[float], budget: Budget, n: int) -> int:
+    """`n`, or the length K = auto asks to have its pass size measured (`Budget.measure_rows`)
+    when the prices it has put that length within `MEASURE_LOSS` of `n`'s rate: a pass of a size
+    not measured yet costs at most that share of one cycle's speed, and only now and then."""
+    if n <= 0:
+        return n
+    rows = budget.measure_rows(len(estimates) + 1)
+    rates = rates_by_length(estimates, budget)
+    if rows is None or rates is None or not 2 <= rows <= len(estimates) + 1 or rows == n + 1:
+        return n
+    return rows - 1 if rates[rows - 2] >= (1.0 - MEASURE_LOSS) * rates[n - 1] else n
 
 
 def min_score(budget: Budget, rows: int, fallback: str, k: int) -> float:

@@ -64,6 +64,7 @@ DEFAULT_P_MIN = 0.5  # before any cost is measured
 GROWTH = 2  # K = auto drafts at most this many times the longest draft it has measured
 BREAKEVEN_EVERY = 64  # asks while held between two searches for the break-even acceptance (shown only)
 STEADY_CATCH_UP = 2  # tokens a draft reads before drafting when it kept up with the last cycle
+MEASURE_EVERY = 4  # lookup proposals between two passes of a size K = auto asks to have measured
 POSITION_PRIOR = 2.0  # weight of the pooled acceptance in each position's estimate
 
 
@@ -186,6 +187,7 @@ class AutoDraft(BudgetDefaults):
         self.probes = ProbeBudget()
         """What held drafters' probes cost, against the time: a probe waits until it is in budget."""
         self._holding_asks = 0
+        self._measure_in = MEASURE_EVERY
 
     def of(self, source: str) -> DrafterFigures:
         return self.figures.setdefault(source, DrafterFigures())
@@ -331,6 +333,17 @@ class AutoDraft(BudgetDefaults):
         if source in self.holds:
             return 1.0  # held at K = 0: what runs instead is a plain step
         return max(self.speedups(source, self.max_k))
+
+    def measure_rows(self, longest: int) -> int | None:
+        """Every `MEASURE_EVERY`th lookup proposal, a size between two measured ones that are far
+        apart (`VerifyCosts.unmeasured`), until the sizes up to `longest` are known."""
+        self._measure_in -= 1
+        if self._measure_in > 0 or not self.verify:
+            return None
+        rows = self.verify.unmeasured(longest)
+        if rows is not None:
+            self._measure_in = MEASURE_EVERY
+        return rows
 
     def breakeven(self, source: str) -> float | None:
         """The acceptance (the same at every position) above which `source` would pay with its

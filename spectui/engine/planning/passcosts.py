@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import pairwise
 from statistics import median
 
 DECAY = 0.9  # weight of history in the cost estimates (about the last 10 observations)
 VERIFY_WINDOW = 5  # passes per batch size whose median prices that size
 STALE_PASSES = 200  # a batch size not verified for this many passes leaves the table
 UNSEEN_ROW_COST = 0.05  # with one batch size measured: each further row costs 5 % of it
+MEASURE_GAP = 4
+"""Sizes measured this far apart are close enough: `unmeasured` asks for none between them."""
 
 
 @dataclass
@@ -100,6 +103,20 @@ class VerifyCosts:
         if self._fit.xx / self._fit.n - mean * mean <= 1e-6 * max(mean * mean, 1.0):
             return None
         return self._fit.coefficients()[1]
+
+    def unmeasured(self, longest: int) -> int | None:
+        """The middle of the widest gap between the sizes measured up to `longest` rows (and
+        `longest` itself), when it is wider than `MEASURE_GAP`; else None. Between two measured
+        sizes `seconds` draws a straight line, along which the longer size always looks best, and
+        past them a slope fitted over every size; a pass's cost per row need be neither
+        (docs/BENCHMARKS.md: at 2 threads a 20-row pass gave more tokens a second than a 32-row
+        one), so the sizes between are worth one pass each."""
+        sizes = sorted({*(rows for rows in self.table() if rows <= longest), longest})
+        gaps = [(hi - lo, lo, hi) for lo, hi in pairwise(sizes)]
+        if not gaps:
+            return None
+        width, lo, hi = max(gaps)
+        return (lo + hi) // 2 if width > MEASURE_GAP else None
 
     def seconds(self, rows: int) -> float:
         """Seconds of a pass over `rows` rows: measured, else from the measured neighbours, else

@@ -153,6 +153,11 @@ class Budget(Protocol):
         """K = auto's best expected speed-up of drafter `source` at any K it may pick; None before
         it has measured `source`, or with a fixed K (a lookup ahead of that drafter must beat it)."""
 
+    def measure_rows(self, longest: int) -> int | None:
+        """A pass size (at most `longest` rows) K = auto asks a lookup to verify this cycle instead
+        of the length it chose, to price the sizes between those it has measured; None: nothing
+        to measure now, or with a fixed K. Asked only by a lookup about to propose."""
+
     def probing(self, source: str) -> bool:
         """Asked after `k`: this cycle is K = auto's probe of drafter `source`, held at K = 0 for a
         while (a draft model far behind then reads only its window, `drafters.model`)."""
@@ -176,6 +181,9 @@ class BudgetDefaults:
         return None
 
     def best_speedup(self, source: str) -> float | None:
+        return None
+
+    def measure_rows(self, longest: int) -> int | None:
         return None
 
     def probing(self, source: str) -> bool:
@@ -229,6 +237,9 @@ class BudgetView:
 
     def best_speedup(self, source: str) -> float | None:
         return self.inner.best_speedup(source)
+
+    def measure_rows(self, longest: int) -> int | None:
+        return self.inner.measure_rows(longest)
 
     def probing(self, source: str) -> bool:
         return self.inner.probing(source)
