@@ -23,7 +23,7 @@ from spectui.engine.generation_config import AUTO, DraftControl, GenerationConfi
 from spectui.engine.generator import Generator
 from spectui.engine.planning import pays
 from spectui.engine.planning.autodraft import AutoDraft
-from spectui.engine.planning.pays import FIRST_PROBE, LAST_PROBE, PLAIN_EVERY, RELEASE_ABOVE, PaysGuard
+from spectui.engine.planning.pays import FIRST_PROBE, LAST_PROBE, PLAIN_EVERY, RELEASE_PROBES, PaysGuard
 from spectui.engine.step.drafter import Budget, Proposal
 
 N_VOCAB = 32
@@ -295,19 +295,39 @@ def test_the_guard_holds_a_slower_drafter_probes_it_and_lets_it_go_when_it_pays(
     guard.observe("model", True, 3, 3 / 80.0)  # it still does not pay: the next probe waits longer
     assert guard.holds["model"].every == 2 * FIRST_PROBE
     assert [cycle() for _ in range(2 * FIRST_PROBE + 1)] == [True] * (2 * FIRST_PROBE) + [False]
-    for _ in range(6):  # the text turned predictable: its probes pay
-        guard.observe("model", True, 6, 6 / 150.0)
+    guard.observe("model", True, 6, 6 / 150.0)  # the text turned predictable: this probe pays
+    assert cycle() is True and cycle() is False  # so the next probe comes at once
+    guard.observe("model", True, 1, 1 / 150.0)  # it pays too: two in a row, and it drafts again
     assert guard.decide("model") is False and "model" not in guard.holds
+
+
+def test_one_lucky_probe_does_not_let_a_held_drafter_go() -> None:
+    """A too-weak draft's probe that happened to have all its tokens accepted ran at twice the
+    plain speed; it stays held (RELEASE_PROBES), and the next probe, as slow as the draft is,
+    doubles the wait from where it was."""
+    guard = PaysGuard()
+    feed(guard, "model", tps=80.0, n=8, plain=100.0)
+    assert guard.decide("model") is True
+    for paid_once in range(3):
+        hold = guard.holds["model"]
+        hold.probing = True
+        assert guard.decide("model") is False
+        guard.observe("model", True, 3, 3 / 200.0)  # lucky
+        assert guard.decide("model") is True and hold.every == 1
+        guard.tick()
+        assert guard.decide("model") is False  # probing again at once
+        guard.observe("model", True, 1, 1 / 70.0)  # as weak as ever
+        assert guard.decide("model") is True and hold.paid == 0 and hold.every == FIRST_PROBE * 2 ** (paid_once + 1)
 
 
 def test_the_guard_probes_at_once_when_the_plain_speed_moves() -> None:
     guard = PaysGuard()
     feed(guard, "model", tps=80.0, n=8, plain=100.0)
     assert guard.decide("model") is True
-    for _ in range(4):
+    for _ in range(8):
         guard.observe("", False, 1, 1 / 50.0)  # the machine got twice as busy
     guard.tick()
-    assert guard.decide("model") is False
+    assert guard.decide("model") is False and guard.holds["model"].probing  # a probe, not a release
 
 
 def test_the_guard_asks_for_a_plain_cycle_now_and_then() -> None:
@@ -408,7 +428,9 @@ def test_a_lookup_whose_proposals_ran_slower_is_held_too() -> None:
     assert held is not None and held.source == "suffix" and held.draft_cost is None
     assert held.describe().startswith("speculation ran at 0.70x speculation off (the suffix drafter runs no "
                                       "forward pass")
-    feed(auto.guard, "suffix", tps=300.0, n=8, plain=100.0)  # its probes paid
+    for _ in range(RELEASE_PROBES):  # its probes paid
+        auto.guard.holds["suffix"].probing = True
+        auto.guard.observe("suffix", True, 3, 3 / 300.0)
     assert auto.limit("suffix") > 0 and auto.holding(["suffix"]) is None
 
 
@@ -431,13 +453,18 @@ def test_a_drafts_catch_up_after_a_lookups_run_counts_against_it_but_not_a_probe
 
 
 def test_a_held_drafter_near_break_even_stays_held() -> None:
-    """Released only once clearly faster (RELEASE_ABOVE), not as soon as its noisy rate crosses
-    the plain one: a drafter at 1.05x of plain stays held; one at 1.3x is let go."""
+    """Released only once its probes are clearly faster (RELEASE_ABOVE), not as soon as their
+    noisy rate crosses the plain one: probes at 1.05x of plain keep it held; at 1.3x it is let go."""
     guard = PaysGuard()
     feed(guard, "model", tps=80.0, n=8, plain=100.0)
     assert guard.decide("model") is True
-    feed(guard, "model", tps=105.0, n=12, plain=100.0)
-    assert guard.ratio("model") is not None and 1.0 < guard.ratio("model") < RELEASE_ABOVE  # type: ignore[operator]
+
+    def probes(tps: float) -> None:
+        for _ in range(RELEASE_PROBES):
+            guard.holds["model"].probing = True
+            guard.observe("model", True, 3, 3 / tps)
+
+    probes(105.0)
     assert guard.decide("model") is True
-    feed(guard, "model", tps=130.0, n=12, plain=100.0)
+    probes(130.0)
     assert guard.decide("model") is False and "model" not in guard.holds

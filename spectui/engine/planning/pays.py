@@ -10,8 +10,9 @@ drafter whose cycles ran slower than plain ones is held at K = 0.
 
 Holding back is never final: a held drafter is tried again now and then (a probe cycle: after
 `FIRST_PROBE` cycles, then twice as long after each probe that ran slower, up to `LAST_PROBE`;
-back to `FIRST_PROBE` after one that paid), and at once when the plain speed moved by more than
-`CHANGED` since the hold began (the machine's load changed: what was measured no longer holds).
+at once after one that paid), and at once when the plain speed moved by more than `CHANGED`
+since the hold began (the machine's load changed: what was measured no longer holds). It drafts
+again once `RELEASE_PROBES` probes in a row paid.
 While speculating, a plain cycle now and then (`PLAIN_EVERY`) keeps the comparison's other side
 fresh, so a baseline measured on a quiet (or busy) moment cannot decide for the whole run.
 
@@ -39,11 +40,17 @@ MIN_WEIGHT = 4.0
 HOLD_BELOW = 1.0
 """A drafter whose cycles ran below this fraction of the plain speed is held at K = 0."""
 RELEASE_ABOVE = 1.1
-"""A held drafter drafts again once its cycles (its probes) ran this much faster than plain ones.
-Above HOLD_BELOW on purpose: a drafter near break-even whose rate, noisy over a few cycles (more so
-when sampling), crossed 1.0 by luck was let go and ran a stretch of slower cycles before it was
-held again. What it gives up: a drafter that pays under 10 % (docs/BENCHMARKS.md, "never slower":
-scripted pairs with a busy machine's noise, with and without it)."""
+"""A probe pays when its cycle ran this much faster than plain ones. Above HOLD_BELOW on purpose: a
+drafter near break-even whose rate, noisy over a few cycles (more so when sampling), crossed 1.0
+by luck was let go and ran a stretch of slower cycles before it was held again. What it gives up:
+a drafter that pays under 10 % (docs/BENCHMARKS.md, "never slower": scripted pairs with a busy
+machine's noise, with and without it)."""
+RELEASE_PROBES = 2
+"""Probes in a row that must pay before a held drafter drafts again (after one that paid, the next
+comes at once). One was not enough: a too-weak draft (15-35 % accepted) whose probe happened to
+have its two tokens accepted ran at ~2x for that cycle, was let go, and lost a few cycles before
+the guard held it again (issue #35's quiet sweep: 0.93x on that pair at T 0); two such probes in a
+row come about a tenth as often, and a drafter that really pays again loses one cycle."""
 FIRST_PROBE = 8
 LAST_PROBE = 64
 """Cycles at K = 0 between probes of a held drafter: from the first to the last, doubling."""
@@ -115,6 +122,11 @@ class Hold:
     idle: int = 0
     """Cycles at K = 0 since the last probe."""
     every: int = FIRST_PROBE
+    """Cycles at K = 0 before the next probe: `wait`, or 1 right after a probe that paid."""
+    wait: int = FIRST_PROBE
+    """The wait after a probe that did not pay: doubling from FIRST_PROBE to LAST_PROBE."""
+    paid: int = 0
+    """Probes in a row that paid (RELEASE_PROBES of them let the drafter go)."""
     probing: bool = False
     """The current cycle is a probe of this drafter."""
 
@@ -144,8 +156,11 @@ class PaysGuard:
         hold = self.holds.get(source)
         if hold is not None and hold.probing:
             hold.probing = False
-            paid = self.plain.tps > 0 and rate.last >= RELEASE_ABOVE * self.plain.tps
-            hold.every = FIRST_PROBE if paid else min(2 * hold.every, LAST_PROBE)
+            if self.plain.tps > 0 and rate.last >= RELEASE_ABOVE * self.plain.tps:
+                hold.paid, hold.every = hold.paid + 1, 1
+            else:
+                hold.paid, hold.wait = 0, min(2 * hold.wait, LAST_PROBE)
+                hold.every = hold.wait
             hold.plain_tps = self.plain.tps
 
     def ratio(self, source: str) -> float | None:
@@ -184,7 +199,7 @@ class PaysGuard:
                 return None if ratio is None else False
             self.holds[source] = Hold(self.plain.tps)
             return True
-        if ratio is not None and ratio >= RELEASE_ABOVE:
-            del self.holds[source]  # a probe (or the plain speed) showed it pays again
+        if hold.paid >= RELEASE_PROBES:
+            del self.holds[source]  # its probes showed it pays again
             return False
         return not hold.probing  # a probe goes on until it is measured
