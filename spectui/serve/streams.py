@@ -15,7 +15,15 @@ from spectui.chat.tool_parsers import ToolCall
 from spectui.serve import responses, tools
 from spectui.serve.responses import HttpError, failure
 from spectui.serve.slot import Failed, Job
-from spectui.session.reply import LogprobEntry, ReplyDone, ReplyEvent, ReplyLogprobs, ReplyPiece
+from spectui.session.reply import (
+    LogprobEntry,
+    ReplyDone,
+    ReplyEvent,
+    ReplyLogprobs,
+    ReplyOpened,
+    ReplyPiece,
+    ReplyPrompted,
+)
 
 
 async def events(job: Job) -> AsyncIterator[list[ReplyEvent | Failed]]:
@@ -96,13 +104,25 @@ def whole_response(completion: responses.Completion, done: ReplyDone, pieces: li
 
 
 async def stream_chat(job: Job, completion: responses.Completion, include_usage: bool,
-                      tool_plan: tools.ToolPlan | None = None, logprobs: bool = False) -> AsyncIterator[bytes]:
+                      tool_plan: tools.ToolPlan | None = None, logprobs: bool = False,
+                      progress: ReplyOpened | None = None) -> AsyncIterator[bytes]:
     """`data: {chunk}` lines: the role first, then content / reasoning_content / tool_calls deltas,
-    the finish, usage when asked for, `[DONE]`."""
+    the finish, usage when asked for, `[DONE]`. With `progress` (llama-server's `return_progress`),
+    the role's chunk says how much of the prompt the cache held, and a second one, once the
+    prompt is read, that all of it is (`prompt_progress`)."""
     chunks = ChatChunks(completion, tool_plan, logprobs)
+    role = {"role": "assistant", "content": None}
     try:
-        yield responses.sse(completion.delta({"role": "assistant", "content": None}))
+        first = completion.delta(role)
+        if progress is not None:
+            first["prompt_progress"] = prompt_progress(progress.prompt_tokens, progress.cached_tokens,
+                                                       progress.cached_tokens, 0.0)
+        yield responses.sse(first)
         async for batch in events(job):
+            read = next((e for e in batch if isinstance(e, ReplyPrompted)), None)
+            if progress is not None and read is not None and read.prompt_tokens > read.cached_tokens:
+                yield responses.sse(completion.delta(role) | {"prompt_progress": prompt_progress(
+                    read.prompt_tokens, read.cached_tokens, read.prompt_tokens, read.seconds)})
             for kind, text, entries, done in merged(batch):
                 made = chunks.finish(done, include_usage) if done is not None else chunks.add(kind, text, entries)
                 for chunk in made:
@@ -112,6 +132,12 @@ async def stream_chat(job: Job, completion: responses.Completion, include_usage:
         yield responses.sse(responses.error_body(failed.error.status, str(failed.error), failed.error.kind))
     finally:
         job.cancel.set()  # the client hung up (or the stream ended): the reply stops
+
+
+def prompt_progress(total: int, cache: int, processed: int, seconds: float) -> dict[str, Any]:
+    """llama-server's `prompt_progress` (tools/server/server-task.cpp, `result_prompt_progress`):
+    the prompt's tokens, those the cache held, those read so far (the cache's included)."""
+    return {"total": total, "cache": cache, "processed": processed, "time_ms": round(seconds * 1000)}
 
 
 class ChatChunks:
