@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+import scripted_gguf
 from serving import Served, served
 
 from spectui import limits
@@ -110,12 +111,35 @@ def test_a_final_assistant_message_is_continued_not_answered(server) -> None:
     assert ok(server, "/apply-template", {"messages": parts})["prompt"].endswith("assistant\nWh\n\nill")
     # the chat route reads that prompt: its reply is the raw completion of the text, token for token
     client = server.client()
-    chat = client.chat.completions.create(model="x", messages=prefill, max_tokens=24, extra_body={"return_tokens": True},
-                                          **GREEDY)
-    raw = client.completions.create(model="x", prompt=prompt, max_tokens=24, extra_body={"return_tokens": True},
-                                    **GREEDY)
+    tokens = {"return_tokens": True}
+    chat = client.chat.completions.create(model="x", messages=prefill, max_tokens=24, extra_body=tokens, **GREEDY)
+    raw = client.completions.create(model="x", prompt=prompt, max_tokens=24, extra_body=tokens, **GREEDY)
     assert chat.model_extra["tokens"] == raw.model_extra["tokens"]
     assert chat.choices[0].message.content == raw.choices[0].text
+
+
+def test_a_thinking_models_reply_continues_its_reasoning_or_its_answer(tmp_path, monkeypatch) -> None:
+    """As llama.cpp continues a message for a template that thinks: the reasoning marker, the
+    reasoning, then (for the answer) the closing marker and the content. The scripted (bigram)
+    model writes `<think>Lm</think>\\n\\nF!`, each token after the one before it: "L", "m", "F"
+    and "!" are letters the prompt's text tokenizes to, so a continued message ends in one."""
+    monkeypatch.setenv("SPECTUI_HOME", str(tmp_path / "home"))
+    pair = scripted_gguf.write_scripted_pair(tmp_path / "thinking", ("<think>", "L", "m", "</think>", "\n\n", "F", "!"))
+    ask = [{"role": "user", "content": "How many gears?"}]
+    with served(pair.target, pair.draft) as running:
+        def reply(messages: list[dict[str, str]]) -> tuple[str | None, str | None]:
+            message = running.client().chat.completions.create(model="x", messages=messages, max_tokens=16,
+                                                               **GREEDY).choices[0].message
+            return message.model_extra.get("reasoning_content"), message.content
+
+        assert reply(ask) == ("Lm", "\n\nF!")
+        thinking = [*ask, {"role": "assistant", "content": "", "reasoning_content": "L"}]
+        assert ok(running, "/apply-template", {"messages": thinking})["prompt"].endswith("assistant\n<think>L")
+        assert reply(thinking) == ("m", "\n\nF!")  # the reply starts inside the reasoning it continues
+        answering = [*ask, {"role": "assistant", "content": "F", "reasoning_content": "Lm"}]
+        assert ok(running, "/apply-template", {"messages": answering})["prompt"].endswith(
+            "assistant\n<think>Lm</think>F")
+        assert reply(answering) == (None, "!")
 
 
 def test_add_generation_prompt_false_ends_the_prompt_with_the_last_message(server) -> None:
