@@ -90,6 +90,19 @@ def test_apply_template_and_input_tokens_are_the_chat_routes_prompt(server) -> N
     assert counted["input_tokens"] == reply.usage.prompt_tokens == len(tokens)
 
 
+def test_verbose_answers_with_the_prompt_the_reply_read(server) -> None:
+    prompt = ok(server, "/apply-template", {"messages": ASK})["prompt"]  # the tiny model adds no BOS
+    body = {"messages": ASK, "max_tokens": 3, "return_tokens": True, **GREEDY}
+    answer = ok(server, "/v1/chat/completions", {**body, "verbose": True})
+    verbose = answer["__verbose"]
+    assert verbose["prompt"] == prompt and verbose["tokens"] == answer["tokens"]
+    assert (verbose["tokens_evaluated"], verbose["tokens_predicted"]) == (answer["usage"]["prompt_tokens"], 3)
+    assert verbose["stop_type"] == "limit"
+    assert "__verbose" not in ok(server, "/v1/chat/completions", body)
+    raw = ok(server, "/v1/completions", {"prompt": "Gears", "max_tokens": 2, "verbose": True, **GREEDY})
+    assert raw["__verbose"]["prompt"] == "Gears"
+
+
 def test_apply_template_renders_the_tools_and_checks_the_body_as_the_chat_route(server) -> None:
     refused(server, "/apply-template", {"messages": []}, "messages is empty")
     refused(server, "/apply-template", {"messages": ASK, "tools": [{"type": "function", "function": {"name": "f"}}]},

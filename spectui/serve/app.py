@@ -250,6 +250,7 @@ async def reply(request: Request, kind: type[ChatRequest] | type[CompletionReque
     state = server(request)
     body = checked(kind, await read_json(request, state.max_body), state)
     build, tool_plan = builder(body, state)
+    prompt = await utility_routes.prompt_read(state.slot, build) if body.verbose and not body.stream else None
     try:
         job = state.slot.submit(build)
     except Busy as error:
@@ -270,7 +271,7 @@ async def reply(request: Request, kind: type[ChatRequest] | type[CompletionReque
             return StreamingResponse(chunks, media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         done, pieces, entries = await collect(job)
-        return JSONResponse(whole_response(completion, done, pieces, entries, body.return_tokens, tool_plan))
+        return JSONResponse(whole_response(completion, done, pieces, entries, body.return_tokens, tool_plan, prompt))
     except BaseException:
         job.cancel.set()
         raise

@@ -99,6 +99,9 @@ class Sampling(Lenient):
     """spectui's: which of the loaded drafters proposes (`GET /v1/models` lists them)."""
     return_tokens: bool = False
     """llama-server's: also return the reply's token ids (`tokens`)."""
+    verbose: StrictBool = False
+    """llama-server's: a whole (not streamed) response also holds `__verbose`, with the prompt
+    as the model read it."""
 
 
 class ChatRequest(Sampling):

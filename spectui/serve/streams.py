@@ -74,7 +74,8 @@ def spoken(entries: list[LogprobEntry], done: ReplyDone, before: int = 0) -> lis
 
 def whole_response(completion: responses.Completion, done: ReplyDone, pieces: list[ReplyPiece],
                    entries: list[LogprobEntry], return_tokens: bool,
-                   tool_plan: tools.ToolPlan | None = None) -> dict[str, Any]:
+                   tool_plan: tools.ToolPlan | None = None, verbose: str | None = None) -> dict[str, Any]:
+    """The whole response; `verbose`: the prompt read, for llama-server's `__verbose`."""
     figures = done.figures
     entries = spoken(entries, done)
     if completion.chat:
@@ -97,6 +98,8 @@ def whole_response(completion: responses.Completion, done: ReplyDone, pieces: li
     extra: dict[str, Any] = {"usage": responses.usage(figures), "timings": responses.timings(figures)}
     if return_tokens:
         extra["tokens"] = list(done.tokens)
+    if verbose is not None:
+        extra["__verbose"] = responses.verbose(done, verbose, completion.model)
     return completion.envelope([choice], **extra)
 
 

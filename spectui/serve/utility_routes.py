@@ -30,7 +30,7 @@ from spectui.serve import bounds
 from spectui.serve.convert import RequestError
 from spectui.serve.responses import HttpError
 from spectui.serve.slot import Busy, Closed, ReplySlot
-from spectui.session.reply import chat_prompt
+from spectui.session.reply import chat_prompt, prompt_of
 
 if TYPE_CHECKING:
     from spectui.engine.generator import Generator
@@ -88,6 +88,19 @@ async def prompt_tokens(slot: ReplySlot, build: BuildRequest) -> list[int]:
     return await _ask(slot, lambda: _prompt(slot.session, build)[1])
 
 
+async def prompt_read(slot: ReplySlot, build: BuildRequest) -> str:
+    """The text of the tokens the request's reply reads, control tokens written out (llama-server's
+    `__verbose.prompt`: `server_tokens::detokenize(ctx, true)`)."""
+    def work() -> str:
+        generator, chat_format = _loaded(slot.session), slot.session.chat_format
+        if chat_format is None:
+            raise Closed("no model is loaded")
+        tokens = prompt_of(chat_format, build(generator), generator.target)
+        return _text(generator.target, tokens)
+
+    return await _ask(slot, work)
+
+
 # ----- the engine thread's part -------------------------------------------------------------------
 
 
@@ -128,8 +141,11 @@ def _detokenize(session: EngineSession, tokens: list[int]) -> dict[str, Any]:
     """`tokens_to_str`: each token's piece, control tokens written out."""
     target = _loaded(session).target
     _check_ids(tokens, target, "tokens")
-    data = b"".join(target.token_bytes(token, special=True) for token in tokens)
-    return {"content": data.decode("utf-8", errors="replace")}
+    return {"content": _text(target, tokens)}
+
+
+def _text(target: LlamaModel, tokens: list[int]) -> str:
+    return b"".join(target.token_bytes(token, special=True) for token in tokens).decode("utf-8", errors="replace")
 
 
 def _check_ids(tokens: list[int], target: LlamaModel, where: str) -> None:

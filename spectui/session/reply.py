@@ -197,16 +197,12 @@ def prepare(generator: Generator, chat_format: ChatFormat, request: ReplyRequest
     target = generator.target
     stop = request.stop
     markers, opens = None, False
-    if request.prompt is not None:
-        tokens = _prompt_tokens(target, request.prompt)
-    elif request.messages:
+    tokens = prompt_of(chat_format, request, target)
+    if request.prompt is None:
         style = request.style
         fmt = chat_format.switched(style.mode if style else "")
-        tokens = chat_prompt(chat_format, request, target)[1]
         markers, opens = fmt.markers, fmt.opens_reasoning(request.messages, style)
         stop = (*stop, *fmt.stop_strings)
-    else:
-        raise BadPrompt("nothing to reply to: the request has neither messages nor a prompt")
     if not tokens:
         raise BadPrompt("the prompt is empty")
     if request.sampling.grammar:  # a grammar that does not parse is refused before the reply opens
@@ -217,6 +213,15 @@ def prepare(generator: Generator, chat_format: ChatFormat, request: ReplyRequest
                               logprobs=request.logprobs, baseline_probe=request.baseline_probe,
                               shown_tokens=request.shown_tokens)
     return Prepared(tokens, config, markers, opens)
+
+
+def prompt_of(chat_format: ChatFormat, request: ReplyRequest, target: LlamaModel) -> list[int]:
+    """The tokens the request's reply reads: its raw prompt's, or its conversation's."""
+    if request.prompt is not None:
+        return _prompt_tokens(target, request.prompt)
+    if request.messages:
+        return chat_prompt(chat_format, request, target)[1]
+    raise BadPrompt("nothing to reply to: the request has neither messages nor a prompt")
 
 
 def chat_prompt(chat_format: ChatFormat, request: ReplyRequest, target: LlamaModel) -> tuple[str, list[int]]:
