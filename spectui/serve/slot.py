@@ -36,6 +36,8 @@ from spectui.engine.events import Progress
 from spectui.session.loaded import BuildRequest, EngineSession, NotLoaded
 from spectui.session.reply import ReplyDone, ReplyEvent, ReplyOpened, ReplyPiece, ReplyPrompted
 
+QUICK_WAITING = 16
+"""Short calls (`ReplySlot.ask`) that may wait for the engine thread, or `--max-waiting` if more."""
 REPLY_SECONDS_GUESS = 10.0
 """What a reply is assumed to take before one has been timed (for Retry-After)."""
 
@@ -176,14 +178,14 @@ class ReplySlot:
     def ask(self, work: Callable[[], T]) -> asyncio.Future[T]:
         """Run short work that reads the model (tokenizing, a chat template: never a decode) on
         the engine thread, without waiting for the replies in line: between two cycles of the
-        running reply, or at once when there is none. `Busy` when `max_waiting` such calls are
-        already waiting, `Closed` while shutting down."""
+        running reply, or at once when there is none. `Busy` when `QUICK_WAITING` (or `max_waiting`)
+        such calls are already waiting, `Closed` while shutting down."""
         answer: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         call = Call(work, answer=answer)
         with self._lock:
             if self._closed:
                 raise Closed("the server is shutting down")
-            if self._quick.qsize() > self.max_waiting:
+            if self._quick.qsize() >= max(QUICK_WAITING, self.max_waiting):
                 raise Busy(1, self._quick.qsize())
             self._quick.put(call)
             self._jobs.put(call)  # wakes an idle engine thread; whichever queue reaches it first runs it
