@@ -193,6 +193,12 @@ def test_return_progress_reports_the_cache_then_the_whole_prompt_read(server) ->
     assert progress[0]["cache"] > 0
     plain = post(server, "/v1/chat/completions", {**body, "return_progress": False})
     assert "prompt_progress" not in plain.text
+    raw = {"prompt": "Progress for a text: " + "cogs " * 9, "max_tokens": 2, "stream": True, "return_progress": True}
+    chunks = [json.loads(line[6:]) for line in post(server, "/v1/completions", raw).text.splitlines()
+              if line.startswith("data: {")]
+    first, read = [c["prompt_progress"] for c in chunks if "prompt_progress" in c]
+    assert first["processed"] == first["cache"] < read["processed"] == read["total"] == first["total"]
+    assert [c["choices"][0]["text"] for c in chunks if "prompt_progress" in c] == ["", ""]
 
 
 # ----- hostile bodies --------------------------------------------------------------------------------------

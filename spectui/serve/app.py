@@ -265,9 +265,9 @@ async def reply(request: Request, kind: type[ChatRequest] | type[CompletionReque
         if body.stream:
             watcher.cancel()  # the streaming response listens for the disconnect itself
             include_usage = body.stream_options is not None and body.stream_options.include_usage
-            chunks = (stream_chat(job, completion, include_usage, tool_plan, body.logprobs,
-                                  opened if body.return_progress else None)
-                      if isinstance(body, ChatRequest) else stream_text(job, completion, include_usage))
+            progress = opened if body.return_progress else None
+            chunks = (stream_chat(job, completion, include_usage, tool_plan, body.logprobs, progress)
+                      if isinstance(body, ChatRequest) else stream_text(job, completion, include_usage, progress))
             return StreamingResponse(chunks, media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         done, pieces, entries = await collect(job)

@@ -99,6 +99,8 @@ class Sampling(Lenient):
     """spectui's: which of the loaded drafters proposes (`GET /v1/models` lists them)."""
     return_tokens: bool = False
     """llama-server's: also return the reply's token ids (`tokens`)."""
+    return_progress: StrictBool = False
+    """llama-server's: a stream also reports the prompt's reading (`prompt_progress`)."""
     verbose: StrictBool = False
     """llama-server's: a whole (not streamed) response also holds `__verbose`, with the prompt
     as the model read it."""
@@ -125,8 +127,6 @@ class ChatRequest(Sampling):
     """vLLM's and llama-server's: true (or "content", "reasoning_content") continues the last
     message instead of opening a new turn (`continuation`); llama-server does so by itself when
     the last message is the assistant's, and so does spectui."""
-    return_progress: StrictBool = False
-    """llama-server's: a stream also reports the prompt's reading (`prompt_progress`)."""
 
 
 class CompletionRequest(Sampling):

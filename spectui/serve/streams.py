@@ -122,10 +122,8 @@ async def stream_chat(job: Job, completion: responses.Completion, include_usage:
                                                        progress.cached_tokens, 0.0)
         yield responses.sse(first)
         async for batch in events(job):
-            read = next((e for e in batch if isinstance(e, ReplyPrompted)), None)
-            if progress is not None and read is not None and read.prompt_tokens > read.cached_tokens:
-                yield responses.sse(completion.delta(role) | {"prompt_progress": prompt_progress(
-                    read.prompt_tokens, read.cached_tokens, read.prompt_tokens, read.seconds)})
+            if (read := prompt_read(batch, progress)) is not None:
+                yield responses.sse(completion.delta(role) | {"prompt_progress": read})
             for kind, text, entries, done in merged(batch):
                 made = chunks.finish(done, include_usage) if done is not None else chunks.add(kind, text, entries)
                 for chunk in made:
@@ -141,6 +139,15 @@ def prompt_progress(total: int, cache: int, processed: int, seconds: float) -> d
     """llama-server's `prompt_progress` (tools/server/server-task.cpp, `result_prompt_progress`):
     the prompt's tokens, those the cache held, those read so far (the cache's included)."""
     return {"total": total, "cache": cache, "processed": processed, "time_ms": round(seconds * 1000)}
+
+
+def prompt_read(batch: list[ReplyEvent | Failed], progress: ReplyOpened | None) -> dict[str, Any] | None:
+    """The `prompt_progress` of a prompt read in this batch, when the request asked for progress
+    and some of the prompt had to be read (all of it cached: the first report said so)."""
+    read = next((e for e in batch if isinstance(e, ReplyPrompted)), None)
+    if progress is None or read is None or read.prompt_tokens <= read.cached_tokens:
+        return None
+    return prompt_progress(read.prompt_tokens, read.cached_tokens, read.prompt_tokens, read.seconds)
 
 
 class ChatChunks:
@@ -214,12 +221,19 @@ class ChatChunks:
         return out + closing(self.completion, done, left, include_usage, finish=finish)
 
 
-async def stream_text(job: Job, completion: responses.Completion, include_usage: bool) -> AsyncIterator[bytes]:
-    """A text completion's chunks: text pieces, the finish, usage when asked for, `[DONE]`."""
+async def stream_text(job: Job, completion: responses.Completion, include_usage: bool,
+                      progress: ReplyOpened | None = None) -> AsyncIterator[bytes]:
+    """A text completion's chunks: text pieces, the finish, usage when asked for, `[DONE]`; with
+    `progress`, empty pieces with `prompt_progress` first (`stream_chat`)."""
     offset, sent = 0, 0
     waiting: list[LogprobEntry] = []  # log-probabilities that came before any text of this batch
     try:
+        if progress is not None:
+            yield responses.sse(completion.text_piece("") | {"prompt_progress": prompt_progress(
+                progress.prompt_tokens, progress.cached_tokens, progress.cached_tokens, 0.0)})
         async for batch in events(job):
+            if (read := prompt_read(batch, progress)) is not None:
+                yield responses.sse(completion.text_piece("") | {"prompt_progress": read})
             for kind, text, entries, done in merged(batch):
                 entries, waiting = waiting + entries, []
                 if done is not None:
