@@ -96,6 +96,11 @@ MAX_PROMPT_CHARS_PER_TOKEN = 64
 per token of the context is refused before it is tokenized: it cannot fit (a token is a few
 characters; the longest runs of one character a vocabulary merges are shorter than this)."""
 
+MAX_TOKEN_IDS = 1 << 17
+"""Token ids one /detokenize may send: each is a call into llama.cpp on the engine thread,
+between two cycles of a running reply (2.4 µs each, measured on the tiny test model on a busy
+2-core host: at most about 0.3 s)."""
+
 MAX_STOP_STRINGS = 16
 """Stop strings one request may give (OpenAI takes 4); each is looked for after every token."""
 

@@ -229,6 +229,24 @@ def test_replies_wait_in_line_and_a_third_waiting_is_refused(roomy) -> None:
     assert results == [200, 200] and len(seen) == 3
 
 
+def test_the_utilities_answer_while_a_reply_runs_not_behind_it(roomy) -> None:
+    """/tokenize and /apply-template run on the engine thread between two cycles of the running
+    reply: answered while it still runs (a 4000-token reply, stopped by hanging up after)."""
+    seen = finished_replies(roomy)
+    with roomy.http() as http, http.stream("POST", "/v1/chat/completions", json={
+            "messages": HI, "max_tokens": 4000, "temperature": 0, "stream": True}) as stream:
+        lines = stream.iter_lines()
+        next(lines)  # the reply is under way
+        tokens = http.post("/tokenize", json={"content": "gears"}).json()["tokens"]
+        prompt = http.post("/apply-template", json={"messages": HI}).json()["prompt"]
+        assert not seen and roomy.state.slot.running == 1  # the reply had not ended
+    assert "assistant" in prompt
+    with roomy.http() as http:
+        assert http.post("/detokenize", json={"tokens": tokens}).json() == {"content": "gears"}
+    wait_for(lambda: seen, "the cancelled reply's end")
+    assert seen[0].reason == "cancelled"
+
+
 def test_a_waiting_client_that_leaves_never_starts_its_reply(roomy) -> None:
     seen = finished_replies(roomy)
     host, port = roomy.url.removeprefix("http://").split(":")

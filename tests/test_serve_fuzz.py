@@ -101,6 +101,9 @@ FIELDS = {
     "reasoning_effort": mostly(st.sampled_from(["low", "medium", "high"])), "tools": JSON,
     "logprobs": mostly(st.booleans()), "top_logprobs": mostly(st.integers(0, 20)),
     "response_format": mostly(st.fixed_dictionaries({"type": st.sampled_from(["text", "json_object"])})),
+    "continue_final_message": mostly(st.booleans() | st.sampled_from(["content", "reasoning_content", "x"])),
+    "add_generation_prompt": mostly(st.booleans()), "return_progress": mostly(st.booleans()),
+    "verbose": mostly(st.booleans()),
 }
 SOME_FIELDS = st.lists(st.sampled_from(sorted(FIELDS)), max_size=5, unique=True).flatmap(
     lambda names: st.fixed_dictionaries({name: FIELDS[name] for name in names}))
@@ -149,6 +152,26 @@ def test_any_chat_body_is_answered(http, messages, fields) -> None:
     post(http, "/v1/chat/completions", {"messages": messages, **fields})
 
 
+@settings(FUZZ, max_examples=30)
+@given(messages=mostly(st.lists(MESSAGE, min_size=1, max_size=3), times=7), fields=SOME_FIELDS,
+       path=st.sampled_from(["/apply-template", "/chat/completions/input_tokens"]))
+def test_any_chat_body_is_answered_by_the_prompt_utilities(http, messages, fields, path) -> None:
+    post(http, path, {"messages": messages, **fields})
+
+
+TOKEN_IDS = st.lists(st.integers(0, 300) | SMALL_INT, max_size=6)
+
+
+@settings(FUZZ, max_examples=40)
+@given(body=mostly(st.fixed_dictionaries({}, optional={
+    "content": mostly(TEXT | st.lists(TEXT | st.integers(0, 300) | SMALL_INT, max_size=4)),
+    "add_special": mostly(st.booleans()), "parse_special": mostly(st.booleans()),
+    "with_pieces": mostly(st.booleans()), "tokens": mostly(TOKEN_IDS)})),
+       path=st.sampled_from(["/tokenize", "/detokenize"]))
+def test_any_tokenizer_body_is_answered(http, body, path) -> None:
+    post(http, path, body)
+
+
 @settings(FUZZ, max_examples=40)
 @given(prompt=mostly(TEXT | st.lists(st.integers(0, 270) | st.integers(-1, 400), max_size=5)
                     | st.lists(TEXT, max_size=2), times=7),
@@ -160,7 +183,8 @@ def test_any_completion_body_is_answered(http, prompt, fields, legacy) -> None:
 
 @settings(FUZZ, max_examples=20)
 @given(body=st.binary(max_size=64) | JSON.map(lambda value: json.dumps(value).encode()),
-       path=st.sampled_from(["/v1/chat/completions", "/v1/completions", "/chat/completions"]))
+       path=st.sampled_from(["/v1/chat/completions", "/v1/completions", "/chat/completions", "/tokenize",
+                             "/detokenize", "/apply-template", "/v1/chat/completions/input_tokens"]))
 def test_any_bytes_are_answered(http, body, path) -> None:
     answered(http, "POST", path, content=body, headers=AUTH)
 

@@ -15,6 +15,8 @@ the real tiny target on real llama.cpp:
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections import Counter
 
 import numpy as np
@@ -217,6 +219,31 @@ def test_greedy_output_is_the_targets_for_trees_of_several_shapes(tiny_pair, tar
     trees = [f for f in drafter.feedbacks if f.path]
     assert trees and any(f.path != list(range(len(f.path))) for f in trees)
     assert final.stats.mean_accepted > 2.0
+
+
+def test_a_greedy_tree_under_a_logit_bias_is_the_biased_targets_output(tiny_pair, target):
+    """The walk follows the argmax of the *biased* logits, as the chain and K = 0 do: a tree built
+    around the biased greedy reply is that reply, token for token (the CPU backend's tree rows
+    are its single rows: `test_every_row_of_a_tree_pass_is_the_evaluation_of_its_own_path`)."""
+    prompt = target.tokenize("Hello there, what is in the")
+    plain = greedy_continuation(tiny_pair.target, prompt, 12)
+    biased = dataclasses.replace(GREEDY, logit_bias=((plain[1], -100.0), (plain[4], -math.inf)))
+    config = GenerationConfig(max_tokens=24, sampling=biased)
+    target.reset()
+    idle = Generator(target, {"scripted": ScriptedDrafter(lambda ctx, k: [])}, "scripted")
+    truth = list(_finished(idle.generate(prompt, config, DraftControl(0))).tokens)
+    assert truth[:2] != plain[:2] and plain[1] not in truth and plain[4] not in truth  # the bias bites
+    target.reset()
+    drafter = ScriptedDrafter(tree_script(truth + [0] * 8, len(prompt), "fan"))
+    gen = Generator(target, {"scripted": drafter}, "scripted")
+    assert list(_finished(gen.generate(prompt, config, DraftControl(16))).tokens) == truth
+    assert any(f.path for f in drafter.feedbacks)  # trees were verified, and their paths taken
+
+
+def _finished(events) -> Finished:  # type: ignore[no-untyped-def]
+    *_, final = events
+    assert isinstance(final, Finished)
+    return final
 
 
 # ----- sampling: exactly the target's distribution ---------------------------------------------

@@ -77,6 +77,12 @@ class PromptStyle:
     tools: tuple[dict[str, Any], ...] = field(default=(), compare=False)
     """OpenAI's `tools` (`{"type": "function", "function": {...}}`), given to the template as its
     `tools` variable; empty: the variable is left undefined, as without tools."""
+    add_generation_prompt: bool = True
+    """False: the prompt ends with the last message, without the template's opening of a reply."""
+    continue_final: Literal["", "content", "reasoning"] = ""
+    """Continue the last message (an assistant's) instead of opening a new turn: its `content`
+    (after its reasoning, closed), or its `reasoning` (still open), as llama.cpp renders a
+    `continue_final_message` (`prompt_text`)."""
 
 
 class TemplateSource(Protocol):
@@ -175,10 +181,21 @@ class ChatFormat:
         finds it (`common_chat_template_generation_prompt_impl`, common/chat.cpp:974-993)."""
         if self.mode != "chat":
             return False
+        if style is not None and style.continue_final:
+            return style.continue_final == "reasoning" and self.writes_think_tags
+        if style is not None and not style.add_generation_prompt:
+            return False
         with_prompt = self.render(messages, True, style)
         without = self.render(messages, False, style)
         tail = with_prompt[reasoning.common_prefix_length(with_prompt, without):]
         return reasoning.opens_reasoning(tail, self.markers)
+
+    @property
+    def writes_think_tags(self) -> bool:
+        """The template writes reasoning between an opening and a closing tag (`<think>`)."""
+        markers = self.markers
+        return self.mode == "chat" and markers is not None and bool(markers.open_tag) and \
+            markers.open_tag in (self.template or "")
 
     @property
     def description(self) -> str:
@@ -201,7 +218,35 @@ class ChatFormat:
     def prompt_tokens(self, model: Tokenizer, messages: Sequence[ChatMessage],
                       style: PromptStyle | None = None) -> list[int]:
         """The conversation as the token ids the model reads next (the one place prompts are made)."""
-        return encode_prompt(model, self.render(messages, add_generation_prompt=True, style=style))
+        return encode_prompt(model, self.prompt_text(messages, style))
+
+    def prompt_text(self, messages: Sequence[ChatMessage], style: PromptStyle | None = None) -> str:
+        """The conversation as the prompt's text: rendered with the reply's opening, without it
+        (`style.add_generation_prompt`), or continuing the last message (`style.continue_final`).
+
+        A continuation is rendered as llama.cpp renders it (common/chat.cpp,
+        `common_chat_templates_apply_jinja`, and `peg_generator::generate_parser`,
+        common/chat-auto-parser-generator.cpp): every message but the last, without the reply's
+        opening; then that opening (what rendering with it adds); for a template that thinks, the
+        opening up to its reasoning marker, the marker, the message's reasoning and, to continue
+        its content, the closing marker; then its content. A base model's running text already
+        continues whatever comes last."""
+        style = style or PromptStyle()
+        if not style.continue_final or not messages or self.mode == "completion":
+            return self.render(messages, style.add_generation_prompt, style)
+        *head, last = messages
+        without = self.render(head, False, style)
+        with_prompt = self.render(head, True, style)
+        opening = with_prompt[reasoning.common_prefix_length(with_prompt, without):]
+        markers = self.markers
+        if markers is not None and self.writes_think_tags:
+            cut = opening.find(markers.open_tag)
+            opening = (opening if cut < 0 else opening[:cut]) + markers.open_tag + last.reasoning
+            if style.continue_final == "content":
+                opening += markers.close_tag
+        if style.continue_final == "content":
+            opening += (" " if self.mode == "plain-chat" else "") + last.content
+        return without + opening
 
     def template_variables(self, style: PromptStyle | None) -> dict[str, object]:
         """`enable_thinking` / `reasoning_effort`, only for a template that reads it; `tools`

@@ -5,6 +5,8 @@
     POST /v1/chat/completions the model's own chat template; reasoning in `reasoning_content`
     POST /v1/completions      a raw prompt, continued
     GET  /metrics             Prometheus text
+    POST /tokenize, /detokenize, /apply-template, /v1/chat/completions/input_tokens
+                              llama-server's, in its shapes (`utility_routes`)
 
 Every route answers from the moment the socket listens: while the models load, with llama-server's
 503 "Loading model" (`Serving.state` is None until then). A handler reads and checks the body on
@@ -35,13 +37,14 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from spectui import limits
-from spectui.serve import bounds, responses, tools
+from spectui.serve import bounds, responses, tools, utility_routes
 from spectui.serve.convert import Defaults, RequestError, reply_request
 from spectui.serve.metrics import CONTENT_TYPE, Metrics
 from spectui.serve.responses import HttpError, failure
 from spectui.serve.schema import ChatRequest, CompletionRequest, Unsupported, check_supported
 from spectui.serve.slot import Busy, Closed, Failed, Job, ReplySlot
 from spectui.serve.streams import collect, stream_chat, stream_text, whole_response
+from spectui.session.loaded import BuildRequest
 from spectui.session.reply import ReplyOpened
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -88,6 +91,9 @@ def build_app(serving: Serving, on_shutdown: Callable[[], None] | None = None) -
                                     ("/completions", completions, ["POST"])):
         routes += [Route(path, endpoint, methods=methods), Route(f"/v1{path}", endpoint, methods=methods)]
     routes.append(Route("/metrics", metrics, methods=["GET"]))
+    routes += [Route(path, endpoint, methods=["POST"]) for path, endpoint in (
+        ("/tokenize", tokenize), ("/detokenize", detokenize), ("/apply-template", apply_template),
+        ("/chat/completions/input_tokens", input_tokens), ("/v1/chat/completions/input_tokens", input_tokens))]
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -196,6 +202,37 @@ async def metrics(request: Request) -> Response:
     return Response(state.metrics.text(), media_type=CONTENT_TYPE)
 
 
+# ----- llama-server's utilities (`utility_routes`: on the engine thread, between two cycles) ------
+
+
+@answered("tokenize")
+async def tokenize(request: Request) -> Response:
+    state = server(request)
+    return JSONResponse(await utility_routes.tokenize(await read_json(request, state.max_body), state.slot,
+                                                      state.n_ctx))
+
+
+@answered("detokenize")
+async def detokenize(request: Request) -> Response:
+    state = server(request)
+    return JSONResponse(await utility_routes.detokenize(await read_json(request, state.max_body), state.slot))
+
+
+@answered("apply-template")
+async def apply_template(request: Request) -> Response:
+    state = server(request)
+    build, _plan = builder(checked(ChatRequest, await read_json(request, state.max_body), state), state)
+    return JSONResponse({"prompt": await utility_routes.prompt_text(state.slot, build)})
+
+
+@answered("input_tokens")
+async def input_tokens(request: Request) -> Response:
+    state = server(request)
+    build, _plan = builder(checked(ChatRequest, await read_json(request, state.max_body), state), state)
+    count = len(await utility_routes.prompt_tokens(state.slot, build))
+    return JSONResponse({"input_tokens": count, "object": "response.input_tokens"})
+
+
 # ----- replies ------------------------------------------------------------------------------------
 
 
@@ -211,23 +248,9 @@ async def completions(request: Request) -> Response:
 
 async def reply(request: Request, kind: type[ChatRequest] | type[CompletionRequest]) -> Response:
     state = server(request)
-    body = parse(kind, await read_json(request, state.max_body))
-    try:
-        bounds.check_body(body, state.n_ctx)
-    except bounds.TooLarge as error:
-        raise HttpError(400, str(error)) from None
-    check_model(body.model, state)
-    tool_plan = None
-    build = partial(reply_request, body, defaults=state.defaults)
-    chat_format = state.slot.session.chat_format
-    if isinstance(body, ChatRequest) and chat_format is not None:
-        try:
-            tool_plan = tools.plan(body, chat_format, state.model_id)
-        except RequestError as error:
-            raise HttpError(400, str(error)) from None
-        if tool_plan is not None:
-            build = partial(tools.reply_request, body, defaults=state.defaults, tool_plan=tool_plan,
-                            chat_format=chat_format)
+    body = checked(kind, await read_json(request, state.max_body), state)
+    build, tool_plan = builder(body, state)
+    prompt = await utility_routes.prompt_read(state.slot, build) if body.verbose and not body.stream else None
     try:
         job = state.slot.submit(build)
     except Busy as error:
@@ -237,22 +260,50 @@ async def reply(request: Request, kind: type[ChatRequest] | type[CompletionReque
         raise HttpError(503, str(error)) from None
     watcher = asyncio.create_task(watch_disconnect(request, job))
     try:
-        await first_event(job)
+        opened = await first_event(job)
         completion = responses.Completion(body.model or state.model_id, chat=isinstance(body, ChatRequest))
         if body.stream:
             watcher.cancel()  # the streaming response listens for the disconnect itself
             include_usage = body.stream_options is not None and body.stream_options.include_usage
-            chunks = (stream_chat(job, completion, include_usage, tool_plan, body.logprobs)
-                      if isinstance(body, ChatRequest) else stream_text(job, completion, include_usage))
+            progress = opened if body.return_progress else None
+            chunks = (stream_chat(job, completion, include_usage, tool_plan, body.logprobs, progress)
+                      if isinstance(body, ChatRequest) else stream_text(job, completion, include_usage, progress))
             return StreamingResponse(chunks, media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         done, pieces, entries = await collect(job)
-        return JSONResponse(whole_response(completion, done, pieces, entries, body.return_tokens, tool_plan))
+        return JSONResponse(whole_response(completion, done, pieces, entries, body.return_tokens, tool_plan, prompt))
     except BaseException:
         job.cancel.set()
         raise
     finally:
         watcher.cancel()  # (a stream's was already: its response listens for the disconnect)
+
+
+def builder(body: ChatRequest | CompletionRequest, state: ServerState) -> tuple[BuildRequest, tools.ToolPlan | None]:
+    """How the engine thread makes the request's `ReplyRequest` (with its tools, for a chat that
+    has some), and the tool plan; `HttpError` for tools the template cannot take."""
+    chat_format = state.slot.session.chat_format
+    if isinstance(body, ChatRequest) and chat_format is not None:
+        try:
+            tool_plan = tools.plan(body, chat_format, state.model_id)
+        except RequestError as error:
+            raise HttpError(400, str(error)) from None
+        if tool_plan is not None:
+            return partial(tools.reply_request, body, defaults=state.defaults, tool_plan=tool_plan,
+                           chat_format=chat_format), tool_plan
+    return partial(reply_request, body, defaults=state.defaults), None
+
+
+def checked(kind: type[ChatRequest] | type[CompletionRequest], data: object,
+            state: ServerState) -> ChatRequest | CompletionRequest:
+    """The body validated, within `bounds`, naming a served model (or any, as llama-server)."""
+    body = parse(kind, data)
+    try:
+        bounds.check_body(body, state.n_ctx)
+    except bounds.TooLarge as error:
+        raise HttpError(400, str(error)) from None
+    check_model(body.model, state)
+    return body
 
 
 def parse(kind: type[ChatRequest] | type[CompletionRequest], data: object) -> ChatRequest | CompletionRequest:

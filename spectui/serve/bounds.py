@@ -87,6 +87,18 @@ def check_body(body: Sampling, n_ctx: int) -> None:
         check_schema(schema, where)
 
 
+def check_tokenize(content: str | list[str | int], n_ctx: int) -> None:
+    """/tokenize's content: texts of a context's worth of characters at most, as a prompt's."""
+    parts = [content] if isinstance(content, str) else content
+    chars = sum(len(part) if isinstance(part, str) else 1 for part in parts)
+    _check_prompt_chars("content holds", chars, n_ctx)
+
+
+def check_token_ids(count: int) -> None:
+    """/detokenize's token ids (each is a call into llama.cpp on the engine thread)."""
+    _at_most(count, limits.MAX_TOKEN_IDS, "tokens holds {} ids", "MAX_TOKEN_IDS")
+
+
 def check_schema(schema: object, where: str) -> None:
     """A JSON schema's counts, lists, properties and patterns (the converter to GBNF spells
     each count out, and nests a group per optional item)."""

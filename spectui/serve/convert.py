@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from spectui.chat.template import ChatMessage, PromptStyle
 from spectui.engine.generation_config import AUTO, DraftControl, DraftLength, SamplingConfig
 from spectui.errors import SpectuiError
-from spectui.serve.schema import ChatRequest, CompletionRequest, Message, Sampling
+from spectui.serve.schema import ChatRequest, CompletionRequest, Message, Sampling, continuation
 from spectui.session.reply import ReplyRequest
 
 if TYPE_CHECKING:
@@ -58,8 +58,8 @@ def reply_request(body: ChatRequest | CompletionRequest, generator: Generator, d
     stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
     draft = draft_control(body, generator, defaults)
     if isinstance(body, ChatRequest):
-        return ReplyRequest(messages=tuple(chat_messages(body.messages)), sampling=sampling, max_tokens=max_tokens,
-                            stop=stop, draft=draft, style=prompt_style(body),
+        return ReplyRequest(messages=tuple(continued(chat_messages(body.messages), body)), sampling=sampling,
+                            max_tokens=max_tokens, stop=stop, draft=draft, style=prompt_style(body),
                             logprobs=(body.top_logprobs or 0) if body.logprobs else None)
     prompt: str | tuple[int, ...]
     if isinstance(body.prompt, str):
@@ -151,11 +151,25 @@ def message_text(message: Message, index: int) -> str:
 
 
 def prompt_style(body: ChatRequest) -> PromptStyle:
-    """The template variables a request may set: enable_thinking, reasoning_effort."""
+    """The template variables a request may set (enable_thinking, reasoning_effort), and whether
+    the prompt opens a reply or continues the last message (`schema.continuation`)."""
     kwargs = body.chat_template_kwargs or {}
     thinking = kwargs.get("enable_thinking", True)
     effort = body.reasoning_effort or kwargs.get("reasoning_effort", "medium")
-    return PromptStyle(mode="", thinking=bool(thinking), reasoning_effort=str(effort))
+    continue_final = continuation(body)
+    return PromptStyle(mode="", thinking=bool(thinking), reasoning_effort=str(effort),
+                       add_generation_prompt=body.add_generation_prompt is not False and not continue_final,
+                       continue_final=continue_final)
+
+
+def continued(messages: list[ChatMessage], body: ChatRequest) -> list[ChatMessage]:
+    """The messages, the one a reply continues with its text parts joined by blank lines, as
+    llama.cpp writes a continued message (`common_chat_msg::render_content`, common/chat.cpp)."""
+    last = body.messages[-1]
+    if continuation(body) != "content" or isinstance(last.content, str | None):
+        return messages
+    text = "\n\n".join(part.text for part in last.content if part.type == "text" and part.text is not None)
+    return [*messages[:-1], replace(messages[-1], content=text)]
 
 
 def logit_bias(body: Sampling, generator: Generator) -> tuple[tuple[int, float], ...]:

@@ -22,7 +22,7 @@ from spectui.serve.convert import RequestError
 from spectui.serve.schema import Unsupported
 from spectui.serve.slot import Closed
 from spectui.session.figures import ReplyFigures
-from spectui.session.reply import LogprobEntry
+from spectui.session.reply import LogprobEntry, ReplyDone
 
 FINGERPRINT = f"spectui-{__version__}"
 FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "context": "length"}
@@ -103,6 +103,21 @@ def timings(figures: ReplyFigures) -> dict[str, Any]:
         out["draft_held_n"] = figures.held_cycles
         out["draft_held_reason"] = figures.held_back
     return out
+
+
+STOP_TYPES = {"eos": "eos", "stop": "word", "length": "limit", "context": "limit"}
+"""llama-server's `stop_type` for each of the engine's reasons (tools/server/server-task.cpp)."""
+
+
+def verbose(done: ReplyDone, prompt: str, model: str) -> dict[str, Any]:
+    """llama-server's `__verbose` (`server_task_result_cmpl_final::to_json_non_oaicompat`), less
+    its slot and sampling settings: the reply in llama-server's own terms, and the prompt read."""
+    figures = done.figures
+    return {"index": 0, "content": done.raw_text, "tokens": list(done.tokens), "stop": True, "model": model,
+            "tokens_predicted": figures.tokens, "tokens_evaluated": figures.prompt_tokens, "prompt": prompt,
+            "has_new_line": "\n" in done.raw_text, "truncated": False,
+            "stop_type": STOP_TYPES.get(figures.reason, "none"),
+            "tokens_cached": figures.prompt_tokens + figures.tokens, "timings": timings(figures)}
 
 
 def logprobs_content(entries: list[LogprobEntry] | tuple[LogprobEntry, ...]) -> list[dict[str, Any]]:

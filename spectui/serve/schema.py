@@ -99,6 +99,11 @@ class Sampling(Lenient):
     """spectui's: which of the loaded drafters proposes (`GET /v1/models` lists them)."""
     return_tokens: bool = False
     """llama-server's: also return the reply's token ids (`tokens`)."""
+    return_progress: StrictBool = False
+    """llama-server's: a stream also reports the prompt's reading (`prompt_progress`)."""
+    verbose: StrictBool = False
+    """llama-server's: a whole (not streamed) response also holds `__verbose`, with the prompt
+    as the model read it."""
 
 
 class ChatRequest(Sampling):
@@ -116,6 +121,12 @@ class ChatRequest(Sampling):
     """For templates that take it (gpt-oss)."""
     chat_template_kwargs: dict[str, Any] | None = None
     """llama-server's: `{"enable_thinking": false}` for templates that take it."""
+    add_generation_prompt: StrictBool | None = None
+    """vLLM's and llama-server's: false ends the prompt with the last message (no reply opened)."""
+    continue_final_message: Any = None
+    """vLLM's and llama-server's: true (or "content", "reasoning_content") continues the last
+    message instead of opening a new turn (`continuation`); llama-server does so by itself when
+    the last message is the assistant's, and so does spectui."""
 
 
 class CompletionRequest(Sampling):
@@ -131,6 +142,40 @@ class CompletionRequest(Sampling):
 
 class Unsupported(ValueError):
     """A field spectui cannot honour; the message says which and what to do."""
+
+
+Continuation = Literal["", "content", "reasoning"]
+
+
+def continuation(body: ChatRequest) -> Continuation:
+    """What of the last message the reply continues ("": none, a new turn opens), as llama-server
+    decides it (tools/server/server-common.cpp, `oaicompat_chat_params_parse`, and
+    `common_chat_continuation_parse`, common/chat.cpp): `continue_final_message` when given (true:
+    whichever the message has, its reasoning if it has only that), else the assistant's last
+    message when it ends the list. Refused in llama-server's words: two assistant messages at the
+    end, a continuation with `add_generation_prompt` true, continuing a message of tool calls."""
+    given = body.continue_final_message
+    mode: str = ""
+    if given is True:
+        mode = "auto"
+    elif given in ("content", "reasoning_content"):
+        mode = "content" if given == "content" else "reasoning"
+    add_generation_prompt = body.add_generation_prompt is not False
+    messages = body.messages
+    last = messages[-1] if messages else None
+    if not mode and last is not None and last.role == "assistant":  # llama-server's prefill_assistant
+        if len(messages) >= 2 and messages[-2].role == "assistant":
+            raise Unsupported("Cannot have 2 or more assistant messages at the end of the list.")
+        mode, add_generation_prompt = "auto", False
+    if not mode or last is None:
+        return ""
+    if add_generation_prompt:
+        raise Unsupported("Cannot set both add_generation_prompt and continue_final_message to true.")
+    if last.role == "assistant" and last.tool_calls:
+        raise Unsupported("Cannot continue an assistant message that contains tool calls.")
+    if mode == "auto":
+        return "reasoning" if last.reasoning_content and not last.content else "content"
+    return "content" if mode == "content" else "reasoning"
 
 
 def check_supported(body: Sampling) -> None:
@@ -154,6 +199,7 @@ def check_supported(body: Sampling) -> None:
             raise Unsupported("messages is empty: send at least one message")
         if body.top_logprobs is not None and not body.logprobs:
             raise Unsupported("top_logprobs requires logprobs to be true")
+        continuation(body)
     if isinstance(body, CompletionRequest):
         if body.echo:
             raise Unsupported("echo is not supported: the reply holds only the continuation")

@@ -8,7 +8,9 @@ event loop only hands it jobs and reads their events from an `asyncio.Queue`
 up on that same thread too (`call`): llama.cpp's CPU backend runs each calling thread's work on
 that thread's own OpenMP team, and a second team that stays alive (the main thread's, had it
 loaded the models) competes with the first for the cores; measured on the demo pair, 2 cores:
-replies on another thread than the load's decoded at 41 tok/s against 230. Events cross once per cycle, as
+replies on another thread than the load's decoded at 41 tok/s against 230. Short calls that only
+read the model (`ask`: tokenizing, a chat template) run there too, between two cycles of the reply,
+not behind the replies in line. Events cross once per cycle, as
 one batch (the pieces of the tokens a cycle accepted), not one by one: each crossing wakes the
 loop, which then competes with the engine for the GIL and, on a small CPU, with llama.cpp's
 threads for the cores. A request that finds the slot busy
@@ -21,6 +23,7 @@ never starts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import queue
 import threading
@@ -31,8 +34,10 @@ from typing import Any, TypeVar
 
 from spectui.engine.events import Progress
 from spectui.session.loaded import BuildRequest, EngineSession, NotLoaded
-from spectui.session.reply import ReplyDone, ReplyEvent, ReplyOpened, ReplyPiece
+from spectui.session.reply import ReplyDone, ReplyEvent, ReplyOpened, ReplyPiece, ReplyPrompted
 
+QUICK_WAITING = 16
+"""Short calls (`ReplySlot.ask`) that may wait for the engine thread, or `--max-waiting` if more."""
 REPLY_SECONDS_GUESS = 10.0
 """What a reply is assumed to take before one has been timed (for Retry-After)."""
 
@@ -88,14 +93,30 @@ class Call:
     done: threading.Event = field(default_factory=threading.Event)
     result: Any = None
     error: BaseException | None = None
+    answer: asyncio.Future[Any] | None = None
+    """For `ReplySlot.ask`: the event loop's future the outcome goes to."""
 
     def run(self) -> None:
+        if self.done.is_set():  # a quick call is queued twice (`ReplySlot.ask`): it runs once
+            return
         try:
             self.result = self.work()
         except BaseException as error:  # handed to the caller waiting in `ReplySlot.call`
             self.error = error
         finally:
             self.done.set()
+            if self.answer is not None:
+                with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
+                    self.answer.get_loop().call_soon_threadsafe(_settle, self.answer, self.result, self.error)
+
+
+def _settle(answer: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if answer.done():  # its request went away
+        return
+    if error is not None:
+        answer.set_exception(error)
+    else:
+        answer.set_result(result)
 
 
 class ReplySlot:
@@ -107,6 +128,7 @@ class ReplySlot:
         self.max_waiting = max_waiting
         self.on_done = on_done
         self._jobs: queue.Queue[Job | Call | None] = queue.Queue()
+        self._quick: queue.Queue[Call] = queue.Queue()
         self._lock = threading.Lock()
         self._pending = 0
         self._closed = False
@@ -153,6 +175,30 @@ class ReplySlot:
         result: T = call.result  # what `work` returned
         return result
 
+    def ask(self, work: Callable[[], T]) -> asyncio.Future[T]:
+        """Run short work that reads the model (tokenizing, a chat template: never a decode) on
+        the engine thread, without waiting for the replies in line: between two cycles of the
+        running reply, or at once when there is none. `Busy` when `QUICK_WAITING` (or `max_waiting`)
+        such calls are already waiting, `Closed` while shutting down."""
+        answer: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        call = Call(work, answer=answer)
+        with self._lock:
+            if self._closed:
+                raise Closed("the server is shutting down")
+            if self._quick.qsize() >= max(QUICK_WAITING, self.max_waiting):
+                raise Busy(1, self._quick.qsize())
+            self._quick.put(call)
+            self._jobs.put(call)  # wakes an idle engine thread; whichever queue reaches it first runs it
+        return answer
+
+    def _run_quick(self) -> None:
+        while True:
+            try:
+                call = self._quick.get_nowait()
+            except queue.Empty:
+                return
+            call.run()
+
     def close(self, timeout: float = 10.0, last: Callable[[], Any] | None = None) -> bool:
         """Refuse new jobs, stop every running and waiting one, run `last` on the engine thread
         (freeing the models), and wait for the thread; False when that took over `timeout`."""
@@ -172,6 +218,7 @@ class ReplySlot:
         while (job := self._jobs.get()) is not None:
             if isinstance(job, Call):
                 job.run()
+                self._run_quick()
                 continue
             started = time.monotonic()
             last: list[ReplyEvent | Failed] = []
@@ -213,12 +260,13 @@ class ReplySlot:
                     if batch:
                         job.post(batch)
                         batch = []
+                    self._run_quick()
                     continue
                 batch.append(event)
                 if isinstance(event, ReplyDone):
                     continue  # held until the slot is free (`_work`)
                 # the prompt's verdict and the first text (the time to first token) go at once
-                if isinstance(event, ReplyOpened) or (isinstance(event, ReplyPiece) and first_text):
+                if isinstance(event, ReplyOpened | ReplyPrompted) or (isinstance(event, ReplyPiece) and first_text):
                     first_text = first_text and not isinstance(event, ReplyPiece)
                     job.post(batch)
                     batch = []

@@ -15,7 +15,15 @@ from spectui.chat.tool_parsers import ToolCall
 from spectui.serve import responses, tools
 from spectui.serve.responses import HttpError, failure
 from spectui.serve.slot import Failed, Job
-from spectui.session.reply import LogprobEntry, ReplyDone, ReplyEvent, ReplyLogprobs, ReplyPiece
+from spectui.session.reply import (
+    LogprobEntry,
+    ReplyDone,
+    ReplyEvent,
+    ReplyLogprobs,
+    ReplyOpened,
+    ReplyPiece,
+    ReplyPrompted,
+)
 
 
 async def events(job: Job) -> AsyncIterator[list[ReplyEvent | Failed]]:
@@ -66,7 +74,8 @@ def spoken(entries: list[LogprobEntry], done: ReplyDone, before: int = 0) -> lis
 
 def whole_response(completion: responses.Completion, done: ReplyDone, pieces: list[ReplyPiece],
                    entries: list[LogprobEntry], return_tokens: bool,
-                   tool_plan: tools.ToolPlan | None = None) -> dict[str, Any]:
+                   tool_plan: tools.ToolPlan | None = None, verbose: str | None = None) -> dict[str, Any]:
+    """The whole response; `verbose`: the prompt read, for llama-server's `__verbose`."""
     figures = done.figures
     entries = spoken(entries, done)
     if completion.chat:
@@ -89,6 +98,8 @@ def whole_response(completion: responses.Completion, done: ReplyDone, pieces: li
     extra: dict[str, Any] = {"usage": responses.usage(figures), "timings": responses.timings(figures)}
     if return_tokens:
         extra["tokens"] = list(done.tokens)
+    if verbose is not None:
+        extra["__verbose"] = responses.verbose(done, verbose, completion.model)
     return completion.envelope([choice], **extra)
 
 
@@ -96,13 +107,23 @@ def whole_response(completion: responses.Completion, done: ReplyDone, pieces: li
 
 
 async def stream_chat(job: Job, completion: responses.Completion, include_usage: bool,
-                      tool_plan: tools.ToolPlan | None = None, logprobs: bool = False) -> AsyncIterator[bytes]:
+                      tool_plan: tools.ToolPlan | None = None, logprobs: bool = False,
+                      progress: ReplyOpened | None = None) -> AsyncIterator[bytes]:
     """`data: {chunk}` lines: the role first, then content / reasoning_content / tool_calls deltas,
-    the finish, usage when asked for, `[DONE]`."""
+    the finish, usage when asked for, `[DONE]`. With `progress` (llama-server's `return_progress`),
+    the role's chunk says how much of the prompt the cache held, and a second one, once the
+    prompt is read, that all of it is (`prompt_progress`)."""
     chunks = ChatChunks(completion, tool_plan, logprobs)
+    role = {"role": "assistant", "content": None}
     try:
-        yield responses.sse(completion.delta({"role": "assistant", "content": None}))
+        first = completion.delta(role)
+        if progress is not None:
+            first["prompt_progress"] = prompt_progress(progress.prompt_tokens, progress.cached_tokens,
+                                                       progress.cached_tokens, 0.0)
+        yield responses.sse(first)
         async for batch in events(job):
+            if (read := prompt_read(batch, progress)) is not None:
+                yield responses.sse(completion.delta(role) | {"prompt_progress": read})
             for kind, text, entries, done in merged(batch):
                 made = chunks.finish(done, include_usage) if done is not None else chunks.add(kind, text, entries)
                 for chunk in made:
@@ -112,6 +133,21 @@ async def stream_chat(job: Job, completion: responses.Completion, include_usage:
         yield responses.sse(responses.error_body(failed.error.status, str(failed.error), failed.error.kind))
     finally:
         job.cancel.set()  # the client hung up (or the stream ended): the reply stops
+
+
+def prompt_progress(total: int, cache: int, processed: int, seconds: float) -> dict[str, Any]:
+    """llama-server's `prompt_progress` (tools/server/server-task.cpp, `result_prompt_progress`):
+    the prompt's tokens, those the cache held, those read so far (the cache's included)."""
+    return {"total": total, "cache": cache, "processed": processed, "time_ms": round(seconds * 1000)}
+
+
+def prompt_read(batch: list[ReplyEvent | Failed], progress: ReplyOpened | None) -> dict[str, Any] | None:
+    """The `prompt_progress` of a prompt read in this batch, when the request asked for progress
+    and some of the prompt had to be read (all of it cached: the first report said so)."""
+    read = next((e for e in batch if isinstance(e, ReplyPrompted)), None)
+    if progress is None or read is None or read.prompt_tokens <= read.cached_tokens:
+        return None
+    return prompt_progress(read.prompt_tokens, read.cached_tokens, read.prompt_tokens, read.seconds)
 
 
 class ChatChunks:
@@ -185,12 +221,19 @@ class ChatChunks:
         return out + closing(self.completion, done, left, include_usage, finish=finish)
 
 
-async def stream_text(job: Job, completion: responses.Completion, include_usage: bool) -> AsyncIterator[bytes]:
-    """A text completion's chunks: text pieces, the finish, usage when asked for, `[DONE]`."""
+async def stream_text(job: Job, completion: responses.Completion, include_usage: bool,
+                      progress: ReplyOpened | None = None) -> AsyncIterator[bytes]:
+    """A text completion's chunks: text pieces, the finish, usage when asked for, `[DONE]`; with
+    `progress`, empty pieces with `prompt_progress` first (`stream_chat`)."""
     offset, sent = 0, 0
     waiting: list[LogprobEntry] = []  # log-probabilities that came before any text of this batch
     try:
+        if progress is not None:
+            yield responses.sse(completion.text_piece("") | {"prompt_progress": prompt_progress(
+                progress.prompt_tokens, progress.cached_tokens, progress.cached_tokens, 0.0)})
         async for batch in events(job):
+            if (read := prompt_read(batch, progress)) is not None:
+                yield responses.sse(completion.text_piece("") | {"prompt_progress": read})
             for kind, text, entries, done in merged(batch):
                 entries, waiting = waiting + entries, []
                 if done is not None:

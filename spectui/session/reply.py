@@ -7,6 +7,7 @@ all describe what they want as a `ReplyRequest` and read what happened as `Reply
                            max_tokens=256, draft=DraftControl(AUTO))
     for event in run_reply(generator, chat_format, request, cancelled=lambda: False):
         ReplyOpened(prompt_tokens, cached_tokens, n_ctx)   # the prompt is made: text follows
+        ReplyPrompted(prompt_tokens, cached_tokens, seconds)   # the prompt is read
         ReplyPiece(text, origin, thinking)             # answer or reasoning, never a marker
         ReplyLogprobs(entries)                         # when request.logprobs is set
         Progress(cycle, totals)                        # the engine's running figures, per cycle
@@ -21,6 +22,7 @@ on an event loop.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -91,6 +93,17 @@ class ReplyOpened:
 
 
 @dataclass(frozen=True)
+class ReplyPrompted:
+    """The prompt has been read (its part the cache did not hold, decoded) and the first token
+    chosen: it comes with the generation's first event, before it."""
+
+    prompt_tokens: int
+    cached_tokens: int
+    seconds: float
+    """From the start of the generation until then."""
+
+
+@dataclass(frozen=True)
 class ReplyPiece:
     """Text of the reply, without reasoning markers."""
 
@@ -158,7 +171,7 @@ class ReplyDone:
         return self.figures.reason in FAULT_REASONS
 
 
-ReplyEvent = ReplyOpened | ReplyPiece | ReplyLogprobs | Progress | ReplyDone
+ReplyEvent = ReplyOpened | ReplyPrompted | ReplyPiece | ReplyLogprobs | Progress | ReplyDone
 
 
 class BadPrompt(SpectuiError):
@@ -184,16 +197,12 @@ def prepare(generator: Generator, chat_format: ChatFormat, request: ReplyRequest
     target = generator.target
     stop = request.stop
     markers, opens = None, False
-    if request.prompt is not None:
-        tokens = _prompt_tokens(target, request.prompt)
-    elif request.messages:
+    tokens = prompt_of(chat_format, request, target)
+    if request.prompt is None:
         style = request.style
         fmt = chat_format.switched(style.mode if style else "")
-        tokens = fmt.prompt_tokens(target, request.messages, style)
         markers, opens = fmt.markers, fmt.opens_reasoning(request.messages, style)
         stop = (*stop, *fmt.stop_strings)
-    else:
-        raise BadPrompt("nothing to reply to: the request has neither messages nor a prompt")
     if not tokens:
         raise BadPrompt("the prompt is empty")
     if request.sampling.grammar:  # a grammar that does not parse is refused before the reply opens
@@ -204,6 +213,23 @@ def prepare(generator: Generator, chat_format: ChatFormat, request: ReplyRequest
                               logprobs=request.logprobs, baseline_probe=request.baseline_probe,
                               shown_tokens=request.shown_tokens)
     return Prepared(tokens, config, markers, opens)
+
+
+def prompt_of(chat_format: ChatFormat, request: ReplyRequest, target: LlamaModel) -> list[int]:
+    """The tokens the request's reply reads: its raw prompt's, or its conversation's."""
+    if request.prompt is not None:
+        return _prompt_tokens(target, request.prompt)
+    if request.messages:
+        return chat_prompt(chat_format, request, target)[1]
+    raise BadPrompt("nothing to reply to: the request has neither messages nor a prompt")
+
+
+def chat_prompt(chat_format: ChatFormat, request: ReplyRequest, target: LlamaModel) -> tuple[str, list[int]]:
+    """A chat request's prompt: its text (`ChatFormat.prompt_text`, in the request's mode) and the
+    tokens a reply reads (serve's /apply-template and input_tokens say these too)."""
+    style = request.style
+    text = chat_format.switched(style.mode if style else "").prompt_text(request.messages, style)
+    return text, encode_prompt(target, text)
 
 
 def _prompt_tokens(target: LlamaModel, prompt: str | tuple[int, ...]) -> list[int]:
@@ -220,13 +246,19 @@ def run_reply(generator: Generator, chat_format: ChatFormat, request: ReplyReque
     """Stream one reply (blocking: a worker thread, with the generator's lock held)."""
     prepared = prepare(generator, chat_format, request)
     target = generator.target
-    yield ReplyOpened(len(prepared.tokens), target.kept_on_sync(prepared.tokens), target.n_ctx)
+    opened = ReplyOpened(len(prepared.tokens), target.kept_on_sync(prepared.tokens), target.n_ctx)
+    yield opened
+    start, prompted = time.perf_counter(), False
     splitter = ReasoningSplitter(prepared.markers, "reasoning" if prepared.starts_in_reasoning else "answer")
     answer: list[str] = []
     reasoning: list[str] = []
     last_k: int | None = None
     drafters = generator.describe()
     for event in generator.generate(prepared.tokens, prepared.config, request.draft, cancelled):
+        if not prompted:  # the generation says nothing before its prompt pass, but a prompt it refused
+            prompted = True
+            if not isinstance(event, Finished) or event.stats.prompt_seconds > 0:
+                yield ReplyPrompted(opened.prompt_tokens, opened.cached_tokens, time.perf_counter() - start)
         if isinstance(event, TextPiece):
             for kind, text in splitter.feed(event.text):
                 yield _piece(text, event.origin, kind == "reasoning", answer, reasoning)

@@ -28,8 +28,9 @@ Why without replacement: a child drawn twice is useless, since after its rejecti
 gives it probability 0 (it was rejected only because q > p there). Without replacement every
 sibling is a new token, so a given number of verify rows covers more of p.
 
-Greedy (T = 0): at each row follow the child equal to the target's argmax; where none is, the
-argmax is the target's token. That is the longest path the target agrees with.
+Greedy (T = 0): at each row follow the child equal to the target's argmax (its logits with the
+request's logit bias added, as everywhere else); where none is, the argmax is the target's token.
+That is the longest path the target agrees with.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def walk(proposal: Proposal, rows: np.ndarray, cfg: SamplingConfig, rng: np.rand
     while True:
         logits, kids = rows[node + 1], children.get(node, ())
         if cfg.greedy:
-            best = sampling.greedy(logits)
+            best = sampling.greedy(logits, cfg)  # the logit bias's argmax, as the chain's (and K = 0's)
             node = next((c for c in kids if proposal.tokens[c] == best), -1)
             if node < 0:
                 return path, best
