@@ -107,6 +107,9 @@ MAX_STOP_STRINGS = 16
 MAX_STOP_CHARS = 256
 """The longest stop string: the text that could start one is held back from the stream."""
 
+MAX_CHOICES = 8
+"""Choices (`n`) one request may ask for: each is a whole reply, decoded one after another."""
+
 MAX_LOGIT_BIAS = 1024
 """Entries in one request's `logit_bias` (each is added to every row of logits sampled)."""
 

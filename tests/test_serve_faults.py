@@ -46,7 +46,7 @@ def error_of(response: httpx.Response, status: int, kind: str = "invalid_request
 @pytest.mark.parametrize(("body", "said"), [
     ({"messages": []}, "messages is empty"),
     ({}, "messages: Field required"),
-    ({"messages": HI, "n": 2}, "only one choice"),
+    ({"messages": HI, "n": 99}, "ask for 1 to 8 choices"),
     ({"messages": HI, "tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
     ({"messages": HI, "temperature": "hot"}, "temperature"),
     ({"messages": HI, "temperature": -1}, "temperature"),

@@ -37,15 +37,14 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from spectui import limits
-from spectui.serve import bounds, responses, tools, utility_routes
+from spectui.serve import bounds, choices, reply_jobs, responses, tools, utility_routes
 from spectui.serve.convert import Defaults, RequestError, reply_request
 from spectui.serve.metrics import CONTENT_TYPE, Metrics
 from spectui.serve.responses import HttpError, failure
 from spectui.serve.schema import ChatRequest, CompletionRequest, Unsupported, check_supported
-from spectui.serve.slot import Busy, Closed, Failed, Job, ReplySlot
+from spectui.serve.slot import ReplySlot
 from spectui.serve.streams import collect, stream_chat, stream_text, whole_response
 from spectui.session.loaded import BuildRequest
-from spectui.session.reply import ReplyOpened
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 """Request bodies above this are refused (413): far above any prompt a context holds."""
@@ -249,34 +248,50 @@ async def completions(request: Request) -> Response:
 async def reply(request: Request, kind: type[ChatRequest] | type[CompletionRequest]) -> Response:
     state = server(request)
     body = checked(kind, await read_json(request, state.max_body), state)
+    if body.stream:
+        return await streamed(request, state, body)
+    prompt = await utility_routes.prompt_read(state.slot, builder(body, state)[0]) if body.verbose else None
+    answers = [await whole(request, state, each, prompt) for each in choices.bodies(body, state.defaults.sampling.seed)]
+    return JSONResponse(answers[0] if len(answers) == 1 else choices.merged(answers))
+
+
+async def whole(request: Request, state: ServerState, body: ChatRequest | CompletionRequest,
+                prompt: str | None) -> dict[str, Any]:
+    """One reply, answered whole (a choice of it, where `n` asks for several)."""
     build, tool_plan = builder(body, state)
-    prompt = await utility_routes.prompt_read(state.slot, build) if body.verbose and not body.stream else None
+    job = reply_jobs.submit(state.slot, build, state.metrics.busy.inc)
+    watcher = asyncio.create_task(reply_jobs.watch_disconnect(request, job))
     try:
-        job = state.slot.submit(build)
-    except Busy as error:
-        state.metrics.busy.inc()
-        raise HttpError(503, str(error), headers={"Retry-After": str(error.retry_after)}) from None
-    except Closed as error:
-        raise HttpError(503, str(error)) from None
-    watcher = asyncio.create_task(watch_disconnect(request, job))
-    try:
-        opened = await first_event(job)
+        await reply_jobs.first_event(job)
         completion = responses.Completion(body.model or state.model_id, chat=isinstance(body, ChatRequest))
-        if body.stream:
-            watcher.cancel()  # the streaming response listens for the disconnect itself
-            include_usage = body.stream_options is not None and body.stream_options.include_usage
-            progress = opened if body.return_progress else None
-            chunks = (stream_chat(job, completion, include_usage, tool_plan, body.logprobs, progress)
-                      if isinstance(body, ChatRequest) else stream_text(job, completion, include_usage, progress))
-            return StreamingResponse(chunks, media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         done, pieces, entries = await collect(job)
-        return JSONResponse(whole_response(completion, done, pieces, entries, body.return_tokens, tool_plan, prompt))
+        return whole_response(completion, done, pieces, entries, body.return_tokens, tool_plan, prompt)
     except BaseException:
         job.cancel.set()
         raise
     finally:
-        watcher.cancel()  # (a stream's was already: its response listens for the disconnect)
+        watcher.cancel()
+
+
+async def streamed(request: Request, state: ServerState, body: ChatRequest | CompletionRequest) -> Response:
+    """One reply, streamed: the stream starts once the prompt is known to fit."""
+    build, tool_plan = builder(body, state)
+    job = reply_jobs.submit(state.slot, build, state.metrics.busy.inc)
+    watcher = asyncio.create_task(reply_jobs.watch_disconnect(request, job))
+    try:
+        opened = await reply_jobs.first_event(job)
+    except BaseException:
+        job.cancel.set()
+        raise
+    finally:
+        watcher.cancel()  # the streaming response listens for the disconnect itself
+    completion = responses.Completion(body.model or state.model_id, chat=isinstance(body, ChatRequest))
+    include_usage = body.stream_options is not None and body.stream_options.include_usage
+    progress = opened if body.return_progress else None
+    chunks = (stream_chat(job, completion, include_usage, tool_plan, body.logprobs, progress)
+              if isinstance(body, ChatRequest) else stream_text(job, completion, include_usage, progress))
+    return StreamingResponse(chunks, media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
 def builder(body: ChatRequest | CompletionRequest, state: ServerState) -> tuple[BuildRequest, tools.ToolPlan | None]:
@@ -358,30 +373,3 @@ def check_model(name: str | None, state: ServerState) -> None:
         return
     raise HttpError(404, f"model {name!r} is not served here; this server serves {state.model_id!r} "
                          "(GET /v1/models)", "not_found_error")
-
-
-async def watch_disconnect(request: Request, job: Job) -> None:
-    """Stop the reply when its client hangs up (the body has been read: what comes now is the
-    disconnect)."""
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            job.cancel.set()
-            return
-
-
-async def first_event(job: Job) -> ReplyOpened:
-    """The reply core's first word: the prompt is made and fits, or why not."""
-    batch = await job.next()
-    if batch is None:
-        raise HttpError(503, "the reply was cancelled before it started")
-    [event] = batch  # it comes alone
-    if isinstance(event, Failed):
-        raise failure(event.error)
-    assert isinstance(event, ReplyOpened)
-    if not event.fits:
-        job.cancel.set()
-        raise HttpError(400, f"request ({event.prompt_tokens} tokens) exceeds the available context size "
-                             f"({event.n_ctx} tokens), try increasing it (--ctx)", "exceed_context_size_error",
-                        n_prompt_tokens=event.prompt_tokens, n_ctx=event.n_ctx)
-    return event

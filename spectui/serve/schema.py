@@ -180,8 +180,13 @@ def continuation(body: ChatRequest) -> Continuation:
 
 def check_supported(body: Sampling) -> None:
     """Refuse, in one line, what would change the reply's meaning if silently dropped."""
-    if body.n is not None and body.n != 1:
-        raise Unsupported(f"n = {body.n}: only one choice per request is supported; send {body.n} requests")
+    if body.n is not None and not 1 <= body.n <= limits.MAX_CHOICES:
+        raise Unsupported(f"n = {body.n}: ask for 1 to {limits.MAX_CHOICES} choices (MAX_CHOICES)")
+    if (body.n or 1) > 1 and body.stream:
+        raise Unsupported(f"n = {body.n} is answered whole, one choice after another: leave out stream, "
+                          "or send one streamed request per choice")
+    if (body.n or 1) > 1 and body.return_tokens:
+        raise Unsupported("return_tokens takes one choice: leave out n, or return_tokens")
     for name in ("presence_penalty", "frequency_penalty"):
         if getattr(body, name):
             raise Unsupported(f"{name} is not supported: spectui keeps the target model's own distribution; "
