@@ -44,6 +44,17 @@ def test_calibration_learns_how_often_each_kind_of_evidence_is_right():
     assert calibration.estimate(False, 5, [1.0]) == pytest.approx([0.5])  # sampling learns apart
 
 
+def test_a_new_kind_of_evidence_starts_from_what_every_kind_showed():
+    # Sampling from a target that spreads its mass: point-mass proposals are rarely accepted. A
+    # kind of match not seen yet is doubted from the start instead of proposed at one half.
+    calibration = Calibration()
+    for bucket in range(6):
+        for _ in range(5):
+            calibration.observe(False, bucket, [1.0], accepted=0)
+    assert calibration.estimate(False, 99, [1.0])[0] < 0.2
+    assert calibration.estimate(True, 99, [1.0]) == pytest.approx([0.5])  # greedy figures apart
+
+
 def test_each_kind_of_evidence_learns_how_far_it_stays_right():
     # Short matches are right about the next token and wrong two on (a number that changes every
     # line); long matches stay right. One shared figure for later tokens rated both alike.

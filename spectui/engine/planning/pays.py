@@ -60,9 +60,11 @@ CHANGED = 0.4
 """The plain speed moved by more than this fraction since a hold began: probe now. A load that
 doubles moves it by half; at 0.25 a busy machine's noise alone (its recent plain rate moving by a
 quarter) set probes off every few dozen cycles, each a slower cycle."""
-PROBE_SHARE = 0.02
+PROBE_SHARE = 0.01
 """Probes of held drafters may cost at most this share of the recent decode time (their wall
-time over what plain steps would have taken for the tokens they gave)."""
+time over what plain steps would have taken for the tokens they gave). At 2 % the too-weak draft's
+probes (~100 ms each: a 64-token catch-up on a draft 40-57 % of a target pass, then a steady
+cycle) still took 4-5 % of 48-token replies at T 0.8 (issue #35's sweep, 2026-11-27: 0.92x)."""
 BUDGET_DECAY = 0.998
 """Weight of history in the probe budget, per cycle: about the last 500 cycles count."""
 
