@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import openai
+import pytest
 
 from spectui.cli import build_parser
 from spectui.serve.app import ServerState
@@ -60,3 +61,13 @@ def served(target: Path, draft: Path | None = None, *options: str, api_key: str 
         server.should_exit = True
         thread.join(DEADLINE)
         sock.close()
+
+
+@contextmanager
+def served_at_home(home: Path, target: Path, draft: Path | None = None, *options: str,
+                   api_key: str | None = None) -> Iterator[Served]:
+    """`served`, with SPECTUI_HOME at `home` while it runs (a module's server keeps its own home)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPECTUI_HOME", str(home))
+        with served(target, draft, *options, api_key=api_key) as running:
+            yield running

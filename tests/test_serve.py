@@ -12,7 +12,7 @@ import json
 import pytest
 import scripted_gguf
 import tiny_gguf
-from serving import Served, served
+from serving import Served, served, served_at_home
 
 from spectui.bench import run_all, workload
 from spectui.engine.generation_config import GenerationConfig, SamplingConfig
@@ -23,10 +23,9 @@ QUESTION = "Tell me about gears."
 
 @pytest.fixture(scope="module")
 def server(tiny_pair, tmp_path_factory: pytest.TempPathFactory) -> Served:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPECTUI_HOME", str(tmp_path_factory.mktemp("home")))
-        with served(tiny_pair.target, tiny_pair.draft) as running:
-            yield running
+    home = tmp_path_factory.mktemp("home")
+    with served_at_home(home, tiny_pair.target, tiny_pair.draft) as running:
+        yield running
 
 
 def bench_off(pair, prompt: str, max_tokens: int) -> tuple[int, ...]:

@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 import tiny_gguf
-from serving import Served, served
+from serving import Served, served, served_at_home
 
 from spectui import limits
 from spectui.cli import build_parser
@@ -26,10 +26,9 @@ BYTE_E2 = len(tiny_gguf.SPECIAL_TOKENS) + 0xE2
 
 @pytest.fixture(scope="module")
 def server(tiny_pair, tmp_path_factory: pytest.TempPathFactory) -> Served:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPECTUI_HOME", str(tmp_path_factory.mktemp("home")))
-        with served(tiny_pair.target, tiny_pair.draft, "--ctx", "256") as running:
-            yield running
+    home = tmp_path_factory.mktemp("home")
+    with served_at_home(home, tiny_pair.target, tiny_pair.draft, "--ctx", "256") as running:
+        yield running
 
 
 def error_of(response: httpx.Response, status: int = 400, kind: str = "invalid_request_error") -> str:

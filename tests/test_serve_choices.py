@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
-from serving import Served, served
+from serving import Served, served_at_home
 
 from spectui import limits
 
@@ -16,10 +16,9 @@ ASK = [{"role": "user", "content": "Tell me about gears."}]
 
 @pytest.fixture(scope="module")
 def server(tiny_pair, tmp_path_factory: pytest.TempPathFactory) -> Served:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPECTUI_HOME", str(tmp_path_factory.mktemp("home")))
-        with served(tiny_pair.target, tiny_pair.draft) as running:
-            yield running
+    home = tmp_path_factory.mktemp("home")
+    with served_at_home(home, tiny_pair.target, tiny_pair.draft) as running:
+        yield running
 
 
 def ok(server: Served, path: str, body: dict[str, Any]) -> Any:

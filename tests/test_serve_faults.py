@@ -11,7 +11,7 @@ import time
 
 import httpx
 import pytest
-from serving import Served, served
+from serving import Served, served, served_at_home
 
 from spectui.session.reply import ReplyDone
 
@@ -20,19 +20,17 @@ HI = [{"role": "user", "content": "hi"}]
 
 @pytest.fixture(scope="module")
 def server(tiny_pair, tmp_path_factory: pytest.TempPathFactory) -> Served:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPECTUI_HOME", str(tmp_path_factory.mktemp("home")))
-        with served(tiny_pair.target, tiny_pair.draft, "--ctx", "256", "--max-waiting", "0") as running:
-            yield running
+    home = tmp_path_factory.mktemp("home")
+    with served_at_home(home, tiny_pair.target, tiny_pair.draft, "--ctx", "256", "--max-waiting", "0") as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
 def roomy(tiny_pair, tmp_path_factory: pytest.TempPathFactory) -> Served:
     """A 4096-token context (a 4000-token reply outlasts any hang-up) and two places in line."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPECTUI_HOME", str(tmp_path_factory.mktemp("home")))
-        with served(tiny_pair.target, tiny_pair.draft, "--max-waiting", "2") as running:
-            yield running
+    home = tmp_path_factory.mktemp("home")
+    with served_at_home(home, tiny_pair.target, tiny_pair.draft, "--max-waiting", "2") as running:
+        yield running
 
 
 def error_of(response: httpx.Response, status: int, kind: str = "invalid_request_error") -> str:

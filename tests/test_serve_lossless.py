@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 from lossless import chi_square_pvalue
-from serving import Served, served
+from serving import Served, served_at_home
 
 from spectui.engine.generation_config import SamplingConfig
 from spectui.engine.model.llama_model import LlamaModel
@@ -28,10 +28,9 @@ TOP_K = 6
 
 @pytest.fixture(scope="module")
 def server(tiny_pair, tmp_path_factory: pytest.TempPathFactory) -> Served:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPECTUI_HOME", str(tmp_path_factory.mktemp("home")))
-        with served(tiny_pair.target, tiny_pair.draft, "--drafter", "model", "-k", "2") as running:
-            yield running
+    home = tmp_path_factory.mktemp("home")
+    with served_at_home(home, tiny_pair.target, tiny_pair.draft, "--drafter", "model", "-k", "2") as running:
+        yield running
 
 
 def biased_config(pair) -> tuple[SamplingConfig, list[int], int]:

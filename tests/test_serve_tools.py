@@ -18,7 +18,7 @@ from pathlib import Path
 import openai
 import pytest
 import tiny_gguf
-from serving import Served, served
+from serving import Served, served_at_home
 
 QWEN25 = (Path(__file__).parent / "templates" / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text()
 WEATHER = {"type": "function", "function": {
@@ -39,18 +39,16 @@ OPEN_ID = len(tiny_gguf.vocabulary())
 @pytest.fixture(scope="module")
 def tool_server(tmp_path_factory: pytest.TempPathFactory) -> Served:
     pair = tiny_gguf.write_pair(tmp_path_factory.mktemp("qwen-template"), spec=QWEN_SPEC)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPECTUI_HOME", str(tmp_path_factory.mktemp("home")))
-        with served(pair.target, pair.draft) as running:
-            yield running
+    home = tmp_path_factory.mktemp("home")
+    with served_at_home(home, pair.target, pair.draft) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
 def plain_server(tiny_pair, tmp_path_factory: pytest.TempPathFactory) -> Served:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPECTUI_HOME", str(tmp_path_factory.mktemp("home")))
-        with served(tiny_pair.target, tiny_pair.draft) as running:
-            yield running
+    home = tmp_path_factory.mktemp("home")
+    with served_at_home(home, tiny_pair.target, tiny_pair.draft) as running:
+        yield running
 
 
 def ask(server: Served, messages: list[dict[str, object]], **fields: object):  # type: ignore[no-untyped-def]

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 import scripted_gguf
-from serving import Served, served
+from serving import Served, served, served_at_home
 
 from spectui import limits
 
@@ -25,10 +25,9 @@ ASK = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "
 
 @pytest.fixture(scope="module")
 def server(tiny_pair, tmp_path_factory: pytest.TempPathFactory) -> Served:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPECTUI_HOME", str(tmp_path_factory.mktemp("home")))
-        with served(tiny_pair.target, tiny_pair.draft) as running:
-            yield running
+    home = tmp_path_factory.mktemp("home")
+    with served_at_home(home, tiny_pair.target, tiny_pair.draft) as running:
+        yield running
 
 
 def post(server: Served, path: str, body: object) -> httpx.Response:
