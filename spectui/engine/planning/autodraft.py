@@ -271,7 +271,7 @@ class AutoDraft(BudgetDefaults):
         else:
             breakeven = held.breakeven
         unit = self.verify_cost(1) if self.verify else 0.0
-        cost = figures.cost.coefficients()[1] / unit if unit > 0 and figures.cost.x > 0 else None
+        cost = figures.draft_cost(1) / unit if unit > 0 and figures.cost.x > 0 else None
         self.holds[source] = HoldBack(source, why, cost, figures.acceptance, breakeven, self.guard.ratio(source))
 
     def plan(self, source: str) -> DraftPlan | None:
