@@ -90,30 +90,3 @@ def test_a_draft_far_behind_reads_only_the_window_and_the_reply_is_unchanged(tin
         assert drafter.offset == 0 and drafter.model.cached == gen.target.tokenize("once upon")
     finally:
         gen.close()
-
-
-def test_a_held_draft_does_not_read_the_next_prompt_and_catches_up_when_asked(tiny_pair):
-    gen = load_generator(tiny_pair.target, tiny_pair.draft, n_ctx=512)
-    try:
-        drafter = gen.drafter("model")
-        assert isinstance(drafter, DraftModelDrafter)
-        prompt = gen.target.tokenize("in the")
-        gen.target.sync(prompt)
-        drafter.reset()
-        drafter.prefill(prompt)
-        assert drafter.model.cached == list(prompt)  # not held: read ahead, as before
-        step = speculative.speculative_step(gen.target, drafter, [*prompt, 5], FixedBudget(0), GREEDY,
-                                            np.random.default_rng(0))
-        assert step.proposal.work == 0 and drafter.held  # K = 0: held
-        other = gen.target.tokenize("once upon a time")
-        drafter.prefill(other)
-        assert drafter.model.cached == list(prompt)  # the next prompt is not read
-        gen.target.reset()
-        gen.target.sync(other)
-        context = [*other, 7]
-        step = speculative.speculative_step(gen.target, drafter, context, FixedBudget(2), GREEDY,
-                                            np.random.default_rng(0))
-        assert step.proposal.caught_up == len(context) and step.proposal.tokens and not drafter.held
-    finally:
-        gen.close()
-

@@ -77,18 +77,8 @@ class DraftModelDrafter:
         """When sampling, draw from the draft's distribution at this temperature instead of the
         reply's (the same filters). Any q is exact; this one only changes acceptance:
         scripts/bench_trees.py measures it (not a user setting: it did not pay, BENCHMARKS.md)."""
-        self.held = False
-        """The budget gave it K = 0 the last time it asked (K = auto held it): the next prompt is
-        not read ahead (`prefill`); a cycle that lets it draft catches up then, a probe only its
-        window."""
 
     def prefill(self, context: Sequence[int]) -> None:
-        """Read the prompt before the first cycle, unless the draft was held when it last asked.
-        A held draft's prompt read was the one cost a user still saw from it: on a too-weak draft
-        (SmolLM2's first 24 of 30 layers) ~80 ms before each reply's first token, a fifth of the
-        target's own prompt time, for a draft that then did not draft (issue #35, 2026-11-27)."""
-        if self.held:
-            return
         # another conversation reads from its start, as the target does; this one from the window
         self.model.sync(self._window(readable(context, self.model.n_vocab, self._stand_in), probe=False))
 
@@ -115,9 +105,7 @@ class DraftModelDrafter:
     def propose(self, context: Sequence[int], budget: Budget, cfg: SamplingConfig,
                 rng: np.random.Generator) -> Proposal:
         proposal = Proposal(source=SOURCE)
-        given = budget.k(SOURCE)
-        self.held = given <= 0
-        k = min(given, self.model.room() - 1)
+        k = min(budget.k(SOURCE), self.model.room() - 1)
         if k <= 0:
             return proposal
         p_min = budget.p_min(SOURCE)
