@@ -123,14 +123,17 @@ class Hold:
     """The plain speed when the hold began (or was last confirmed)."""
     idle: int = 0
     """Cycles at K = 0 since the last probe."""
-    every: int = FIRST_PROBE
-    """Cycles at K = 0 before the next probe: `wait`, or 1 right after a probe that paid."""
     wait: int = FIRST_PROBE
     """The wait after a probe that did not pay: doubling from FIRST_PROBE to LAST_PROBE."""
     paid: int = 0
     """Probes in a row that paid (RELEASE_PROBES of them let the drafter go)."""
     probing: bool = False
     """The current cycle is a probe of this drafter."""
+
+    @property
+    def every(self) -> int:
+        """Cycles at K = 0 before the next probe: 1 right after a probe that paid, else `wait`."""
+        return 1 if self.paid else self.wait
 
 
 @dataclass
@@ -159,10 +162,9 @@ class PaysGuard:
         if hold is not None and hold.probing:
             hold.probing = False
             if self.plain.tps > 0 and rate.last >= RELEASE_ABOVE * self.plain.tps:
-                hold.paid, hold.every = hold.paid + 1, 1
+                hold.paid += 1
             else:
                 hold.paid, hold.wait = 0, min(2 * hold.wait, LAST_PROBE)
-                hold.every = hold.wait
             hold.plain_tps = self.plain.tps
 
     def ratio(self, source: str) -> float | None:
