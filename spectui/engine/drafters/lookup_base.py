@@ -90,7 +90,7 @@ class LookupDrafter:
         if planned is None:
             return proposal
         candidate, estimates, n = planned
-        if self.gated:
+        if self.gated and n > 0:
             n = lookup_gate.measured_length(self._trimmed(estimates, budget, cfg, k), budget, n)
         self._awaiting = _Awaiting(candidate, cfg.greedy, len(tokens), tokens[-1])
         previous = 1.0

@@ -193,8 +193,10 @@ def measured_length(estimates: Sequence[float], budget: Budget, n: int) -> int:
     if n <= 0:
         return n
     rows = budget.measure_rows(len(estimates) + 1)
+    if rows is None or not 2 <= rows <= len(estimates) + 1 or rows == n + 1:
+        return n
     rates = rates_by_length(estimates, budget)
-    if rows is None or rates is None or not 2 <= rows <= len(estimates) + 1 or rows == n + 1:
+    if rates is None:
         return n
     return rows - 1 if rates[rows - 2] >= (1.0 - MEASURE_LOSS) * rates[n - 1] else n
 
