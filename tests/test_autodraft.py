@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from autodraft_cycles import MODEL, feed_cycles, step
 
-from spectui.engine.planning.autodraft import FIRST_GUESS_K, PROBE_EVERY, PROBE_K, AutoDraft
+from spectui.engine.planning.autodraft import FIRST_GUESS_K, PROBE_EVERY, PROBE_K, REPRICE_EVERY, AutoDraft
+from spectui.engine.planning.passcosts import STALE_PASSES
 from spectui.engine.planning.pays import LAST_PROBE
 
 
@@ -165,3 +166,31 @@ def test_a_probe_that_must_catch_up_first_keeps_the_last_measured_cost():
     assert auto.of(MODEL).measured and auto.of(MODEL).cost.coefficients() == before
     auto.observe(step(PROBE_K, 0, 0.004, 0.033, work=PROBE_K))  # a steady cycle, ten times cheaper
     assert auto.of(MODEL).cost.coefficients()[1] < before[1] / 2
+
+
+def test_a_held_drafter_is_priced_again_when_its_figures_or_the_pass_costs_move(monkeypatch):
+    """Held at K = 0 (a dear draft), its k is not worked out anew on every ask (pricing each k was
+    most of K = auto's work in a held cycle) but at once when its own figures move and within
+    `REPRICE_EVERY` asks when only the target's pass costs do: here the target gets ten times
+    dearer, so the same draft pays, and K = auto must see it before the next probe is due."""
+    auto = AutoDraft()
+    feed_cycles(auto, accept_rate=0.6, draft_s=0.025, verify_s=0.03)
+    priced = []
+    speedups = auto.speedups
+    monkeypatch.setattr(auto, "speedups", lambda source, longest: priced.append(source) or speedups(source, longest))
+    auto.probes.overhead = float("inf")  # no probe budget left: every ask answers 0
+    assert auto.k(MODEL) == 0 and MODEL in auto.holds  # held: a draft token costs most of a pass
+    asks = 3 * REPRICE_EVERY
+    assert [auto.k(MODEL) for _ in range(asks)] == [0] * asks
+    assert asks // REPRICE_EVERY <= len(priced) <= 1 + asks // REPRICE_EVERY  # every REPRICE_EVERY asks
+    before = len(priced)
+    auto.observe(step(2, 2, 0.05, 0.033, work=2))  # a probe's cycle: its figures moved
+    auto.k(MODEL)
+    assert len(priced) == before + 1  # priced again at once
+    assert auto.holds[MODEL].acceptance == auto.of(MODEL).acceptance  # and the reason says so
+    for _ in range(STALE_PASSES):  # the target's passes got ten times dearer (plain cycles)
+        auto.observe(step(0, 0, 0.0, 0.3, work=0))
+    for rows in range(2, 8):
+        auto.observe(step(rows - 1, 0, 0.0, 0.3 * (1 + 0.1 * (rows - 1)), work=0, source="other"))
+    ks = [auto.k(MODEL) for _ in range(REPRICE_EVERY + 1)]
+    assert ks[-1] > 0  # the same draft now pays, seen within REPRICE_EVERY asks

@@ -167,6 +167,12 @@ class PaysGuard:
                 hold.paid, hold.wait = 0, min(2 * hold.wait, LAST_PROBE)
             hold.plain_tps = self.plain.tps
 
+    def realised_weight(self, source: str) -> float:
+        """How much of drafter `source`'s cycles its realised rate holds: it moves only when the
+        drafter works (a held one's stays put between probes)."""
+        rate = self.realised.get(source)
+        return rate.weight if rate is not None else 0.0
+
     def ratio(self, source: str) -> float | None:
         """The drafter's realised speed over the plain speed; None until both are measured."""
         rate = self.realised.get(source)
