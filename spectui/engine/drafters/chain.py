@@ -72,6 +72,8 @@ class ChainDrafter:
         self.label = " + ".join(m.label for m in self.members)
         self.max_k = max(m.max_k for m in self.members)
         self._last: Drafter | None = None
+        self._lookups_before = [[m for m in self.members[:i] if isinstance(m, Lookup)] for i in range(len(members))]
+        """Per member, the lookups ahead of it (a runtime Protocol check each cycle cost ~20 us)."""
 
     def prefill(self, context: Sequence[int]) -> None:
         for member in self.members:
@@ -96,7 +98,7 @@ class ChainDrafter:
         """Member i's view: ahead of the next member, or behind the lookups before it."""
         if i + 1 < len(self.members):
             return AheadOf(budget, self.members[i + 1].source)
-        lookups = [m for m in self.members[:i] if isinstance(m, Lookup)]
+        lookups = self._lookups_before[i]
         return Behind(budget, lookups, self.members[i].source, cfg) if lookups else budget
 
     def feedback(self, result: Feedback) -> None:

@@ -102,8 +102,10 @@ def speculate_in(index: TokenIndex, context: Sequence[int], limits: SpecLimits,
     draft found (a match of length m proposes at most `limits.cap(m)` tokens, each prob <= 1).
     `open_end`: the index stores `context` itself, so an occurrence may run into the draft.
     """
-    tail = as_token_list(context)[-limits.max_depth:]
     best = SuffixDraft()
+    if not len(index):
+        return best  # nothing stored (no past chats): every cycle asks, so say it at once
+    tail = as_token_list(context)[-limits.max_depth:]
     upper = limits.max_depth  # the longest match the current key length may claim
     for h in reversed(index.key_lengths):
         if h <= min(upper, len(tail)) and best.score < limits.cap(upper):
@@ -297,6 +299,8 @@ class SuffixCache:
             raise ValueError(f"max_depth must lie in 1..64 and cover the key lengths, got {max_depth}")
         self.limits = SpecLimits(0, max_spec_factor, max_spec_offset, min_token_prob, max_depth,
                                  max_candidates, agreed_spec_factor)
+        self._limits_by_k: dict[int, SpecLimits] = {}
+        """`limits` with each max_tokens asked for (`draft`); `limits` never changes."""
         self.local = ContextIndex(key_lengths)
         self.history = SuffixIndex(history_budget_tokens, key_lengths)
         self.stats = SuffixStats()
@@ -347,7 +351,12 @@ class SuffixCache:
     def draft(self, context: Sequence[int] | np.ndarray, k: int) -> SuffixDraft:
         """The draft `propose` would make, with its evidence; `observe` judges it only once it is
         `offer`ed (a drafter may shorten it or decide not to propose it)."""
-        return self._speculate(context, replace(self.limits, max_tokens=k)) if k > 0 else SuffixDraft()
+        if k <= 0:
+            return SuffixDraft()
+        limits = self._limits_by_k.get(k)
+        if limits is None:  # one per K asked: a dataclass `replace` every cycle was a tenth of the lookup
+            limits = self._limits_by_k[k] = replace(self.limits, max_tokens=k)
+        return self._speculate(context, limits)
 
     def offer(self, draft: SuffixDraft | None) -> None:
         """`draft` (or nothing) is what was proposed: the next `observe` judges it."""
