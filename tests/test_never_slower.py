@@ -418,6 +418,27 @@ def test_the_probe_script_prints_k_autos_figures_per_cycle(tiny_pair) -> None:
     assert "verify table" in done.stdout
 
 
+def test_the_held_cycle_script_prices_plain_and_auto_cycles_by_part(tiny_pair) -> None:
+    """scripts/held_cycle_cost.py (BENCHMARKS, "Never slower": what a held cycle costs) still runs,
+    and sorts every cycle of the off runs as plain and of the auto runs as held or other."""
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    args = [str(tiny_pair.target), str(tiny_pair.draft), "--tokens", "16", "--rounds", "1", "--threads", "1",
+            "--prompt", "Tell me about the wind"]
+    done = subprocess.run([sys.executable, "scripts/held_cycle_cost.py", *args], cwd=root, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("{")))
+    plain, held, other = report["plain"], report["held"], report["other"]
+    assert plain["cycles"] > 0 and plain["tokens"] == plain["cycles"]  # one token a plain cycle
+    assert held["cycles"] + other["cycles"] > 0
+    assert {"sampling", "draft", "bookkeeping"} <= set(plain["host_ms_per_cycle"])
+    assert len(report["ratios"]) == 1
+
+
 def test_a_lookup_whose_proposals_ran_slower_is_held_too() -> None:
     """A lookup is asked its ceiling (`limit`) after every token a draft model behind it drafts:
     the guard gives the same answer each time, and 0 while its cycles ran slower than plain ones."""

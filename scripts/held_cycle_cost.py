@@ -1,0 +1,120 @@
+"""What a held cycle costs beyond a plain one (issue #35: "never slower" on a draft that does not pay).
+
+While K = auto holds a draft at K = 0, each cycle is one target pass, as with speculation off,
+plus what stays ready to speculate: the lookups ahead of the draft, K = auto's asks and the
+guard's bookkeeping. This loads a pair, runs the prompts with speculation off and with K = auto
+(interleaved, `--rounds` times) and prints, per cycle, the host's milliseconds by part
+(`engine.llama.hostcost`: sampling, draft, rollback, bookkeeping) for the plain cycles of the off
+runs and for the held cycles of the auto runs (nothing drafted, one token), and what the other
+auto cycles (drafts, probes, lookups) took against plain ones for their tokens.
+
+    python scripts/held_cycle_cost.py TARGET.gguf DRAFT.gguf --temperature 0.8 --tokens 128 --rounds 2
+
+Wall-clock figures: run it on an otherwise idle machine (docs/BENCHMARKS.md, "Never slower").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from spectui.bench import workload
+from spectui.engine.drafters.spec import DrafterSpec
+from spectui.engine.events import CycleStats, Finished, Progress
+from spectui.engine.generation_config import AUTO, LLAMA_CPP_SAMPLING, DraftControl, DraftLength, GenerationConfig
+from spectui.engine.generator import Generator, load_generator
+from spectui.engine.llama.hostcost import HostCost
+from spectui.session.reply import prepare
+
+PROMPTS = ("Write a short poem about the sea.",
+           "How do I sort a list of numbers in Python? Explain briefly.",
+           "Once upon a time, in a small village by the sea, there lived an old fisherman who")
+
+
+@dataclass
+class Cycles:
+    """Cycles of one kind: their count, tokens, seconds inside the step, and host time by part."""
+
+    n: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    host: HostCost = field(default_factory=HostCost)
+    step_ms: list[float] = field(default_factory=list)
+
+    def add(self, cycle: CycleStats) -> None:
+        self.n += 1
+        self.tokens += cycle.emitted
+        self.seconds += cycle.seconds
+        self.host = self.host + cycle.host
+        self.step_ms.append(cycle.seconds * 1e3)
+
+    def summary(self) -> dict[str, object]:
+        per_cycle = self.host.per_cycle_ms(max(self.n, 1))
+        return {"cycles": self.n, "tokens": self.tokens, "seconds": round(self.seconds, 4),
+                "step_ms_median": round(statistics.median(self.step_ms), 3) if self.step_ms else None,
+                "host_ms_per_cycle": {part: round(ms, 4) for part, ms in per_cycle.items()}}
+
+
+def run(gen: Generator, tokens: list[int], config: GenerationConfig, k: DraftLength,
+        kinds: dict[str, Cycles]) -> float:
+    """One reply; its cycles sorted into `kinds` (off: plain, auto: held or other). Returns tok/s."""
+    gen.reset()
+    tps = 0.0
+    for event in gen.generate(tokens, config, DraftControl(k)):
+        if isinstance(event, Progress):
+            cycle = event.cycle
+            if k == 0:
+                kinds["plain"].add(cycle)
+            elif cycle.drafted == 0 and cycle.emitted == 1 and not cycle.probe:
+                kinds["held"].add(cycle)
+            else:
+                kinds["other"].add(cycle)
+        elif isinstance(event, Finished):
+            tps = event.stats.decode_tps
+    return tps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("target")
+    parser.add_argument("draft")
+    parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--prompt", action="append", help="instead of the three default prompts (repeatable)")
+    args = parser.parse_args()
+    gen = load_generator(args.target, DrafterSpec(kind="auto", draft=Path(args.draft)), n_threads=args.threads)
+    try:
+        config = GenerationConfig(max_tokens=args.tokens,
+                                  sampling=replace(LLAMA_CPP_SAMPLING, temperature=args.temperature, seed=1))
+        prompts = args.prompt or list(PROMPTS)
+        work = workload(gen, prompts, config, None)
+        rendered = [prepare(gen, work.chat_format, work.request(p, i)).tokens for i, p in enumerate(prompts)]
+        kinds = {"plain": Cycles(), "held": Cycles(), "other": Cycles()}
+        ratios = []
+        for _ in range(args.rounds):
+            for tokens in rendered:
+                off = run(gen, tokens, config, 0, kinds)
+                auto = run(gen, tokens, config, AUTO, kinds)
+                ratios.append(round(auto / off, 3) if off > 0 else None)
+        plain, held = kinds["plain"], kinds["held"]
+        print(json.dumps({kind: cycles.summary() for kind, cycles in kinds.items()} | {"ratios": ratios}))
+        if plain.n and held.n:
+            extra = (held.host.host / held.n - plain.host.host / plain.n) * 1e3
+            print(f"a held cycle's host work over a plain one's: {extra:+.3f} ms "
+                  f"(plain cycle {statistics.median(plain.step_ms):.2f} ms in the step, median)")
+        other = kinds["other"]
+        if plain.tokens and other.n:
+            plain_per_token = plain.seconds / plain.tokens
+            print(f"other auto cycles: {other.n}, {other.tokens} tokens in {other.seconds:.3f} s "
+                  f"({other.seconds - other.tokens * plain_per_token:+.3f} s against plain cycles for those tokens)")
+    finally:
+        gen.close()
+
+
+if __name__ == "__main__":
+    main()
