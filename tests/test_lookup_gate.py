@@ -14,6 +14,7 @@ from spectui.chat.store import ChatStore
 from spectui.chat.template import ChatFormat, ChatMessage
 from spectui.engine.drafters import lookup_gate
 from spectui.engine.drafters.chain import AheadOf
+from spectui.engine.drafters.lookup_base import SHADOW_EVERY
 from spectui.engine.drafters.lookup_gate import Calibration
 from spectui.engine.drafters.ngram import NgramDrafter
 from spectui.engine.drafters.suffix import SuffixDrafter
@@ -121,6 +122,23 @@ def test_a_withheld_candidate_is_judged_by_how_the_context_went_on():
     doubted = drafter.calibration.estimate(True, found.bucket, found.raw)[0]
     assert drafter.judge([*WEAK, 4, 7, 1, 2, 8]) == 0  # but 8 came
     assert drafter.calibration.estimate(True, found.bucket, found.raw)[0] < doubted
+
+
+def test_a_lookup_allowed_nothing_looks_up_now_and_then_and_still_learns(monkeypatch):
+    """Held at K = 0 (the budget allows no proposal), a lookup searches only every SHADOW_EVERY
+    cycles (the suffix search was the dearest part of a held cycle), and what it found then is
+    still judged by how the context went on."""
+    drafter = NgramDrafter()
+    searched = []
+    find = drafter.find
+    monkeypatch.setattr(drafter, "find", lambda context, k: searched.append(k) or find(context, k))
+    held, context, loop = FixedBudget(0), list(LOOP), [4, 5, 6, 1, 2, 3]
+    for i in range(4 * SHADOW_EVERY):
+        assert propose(drafter, context, held).tokens == []
+        context.append(loop[i % len(loop)])  # the target goes on round the loop, a token a cycle
+    assert len(searched) == 4  # every SHADOW_EVERY cycles, not every cycle
+    assert drafter.calibration.first  # what it found was judged (nothing is kept before)
+    assert propose(drafter, context).tokens  # allowed again: it proposes at once
 
 
 def test_would_propose_answers_as_propose_would_and_learns_nothing():

@@ -30,6 +30,10 @@ from spectui.limits import MAX_LOOKUP_DRAFT
 
 SHADOW_K = 8
 """Tokens looked up (to be judged, not proposed) in a cycle where the budget allows none."""
+SHADOW_EVERY = 4
+"""Cycles between two such look-ups while the budget allows none (K = auto's guard holds the
+lookup, or the reply is about to end): the judging goes on, at a quarter of the search's cost a
+cycle (the suffix lookup's search was the dearest part of a held cycle, issue #35)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,8 @@ class LookupDrafter:
         self.min_token_prob = min_token_prob
         self.calibration = Calibration()
         self._awaiting: _Awaiting | None = None
+        self._shadow_in = 0
+        """Cycles allowing no proposal before the next look-up to be judged (`SHADOW_EVERY`)."""
 
     def find(self, context: list[int], k: int) -> Candidate | None:
         """Up to `k` tokens that may follow `context`, or None."""
@@ -86,6 +92,11 @@ class LookupDrafter:
         self.judge(tokens)
         proposal = Proposal(source=self.source)
         k = self._allowed(budget)
+        if k <= 0:
+            self._shadow_in -= 1
+            if self._shadow_in > 0:
+                return proposal  # nothing may be proposed: look up to be judged only now and then
+            self._shadow_in = SHADOW_EVERY
         planned = self._plan(tokens, budget, cfg, k)
         if planned is None:
             return proposal
