@@ -401,37 +401,37 @@ def test_the_reason_reaches_the_panel_the_reply_summary_bench_and_serve(clock: C
     assert f"held at K=0 in {share:.0%} of passes: {reason}" in format_table([row])
 
 
-def test_the_probe_script_prints_k_autos_figures_per_cycle(tiny_pair) -> None:
-    """scripts/probe_k_auto.py (the diagnosis in docs/BENCHMARKS.md, "Never slower") still runs."""
-    import json
+def run_script(name: str, *args: str) -> str:
+    """A script of scripts/ run as a user runs it; its standard output (it must succeed)."""
     import subprocess
     import sys
 
     root = Path(__file__).resolve().parent.parent
-    args = [str(tiny_pair.target), str(tiny_pair.draft), "--drafter", "model", "--tokens", "24", "--rounds", "1",
-            "--prompt", "Tell me about the wind"]
-    done = subprocess.run([sys.executable, "scripts/probe_k_auto.py", *args], cwd=root, capture_output=True,
+    done = subprocess.run([sys.executable, f"scripts/{name}", *args], cwd=root, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    cycles = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return done.stdout
+
+
+def test_the_probe_script_prints_k_autos_figures_per_cycle(tiny_pair) -> None:
+    """scripts/probe_k_auto.py (the diagnosis in docs/BENCHMARKS.md, "Never slower") still runs."""
+    import json
+
+    stdout = run_script("probe_k_auto.py", str(tiny_pair.target), str(tiny_pair.draft), "--drafter", "model",
+                        "--tokens", "24", "--rounds", "1", "--prompt", "Tell me about the wind")
+    cycles = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     assert cycles and all({"k", "d", "a", "sec", "held"} <= set(cycle) for cycle in cycles)
-    assert "verify table" in done.stdout
+    assert "verify table" in stdout
 
 
 def test_the_held_cycle_script_prices_plain_and_auto_cycles_by_part(tiny_pair) -> None:
     """scripts/held_cycle_cost.py (BENCHMARKS, "Never slower": what a held cycle costs) still runs,
     and sorts every cycle of the off runs as plain and of the auto runs as held or other."""
     import json
-    import subprocess
-    import sys
 
-    root = Path(__file__).resolve().parent.parent
-    args = [str(tiny_pair.target), str(tiny_pair.draft), "--tokens", "16", "--rounds", "1", "--threads", "1",
-            "--prompt", "Tell me about the wind"]
-    done = subprocess.run([sys.executable, "scripts/held_cycle_cost.py", *args], cwd=root, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    report = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("{")))
+    stdout = run_script("held_cycle_cost.py", str(tiny_pair.target), str(tiny_pair.draft), "--tokens", "16",
+                        "--rounds", "1", "--threads", "1", "--prompt", "Tell me about the wind")
+    report = json.loads(next(line for line in stdout.splitlines() if line.startswith("{")))
     plain, held, other = report["plain"], report["held"], report["other"]
     assert plain["cycles"] > 0 and plain["tokens"] == plain["cycles"]  # one token a plain cycle
     assert held["cycles"] + other["cycles"] > 0
