@@ -92,9 +92,11 @@ class DrafterFigures:
     last_k: int = 0
     """The k picked for the current cycle (a plan prices its tokens at that speed-up)."""
     priced: tuple[float, ...] = ()
-    """The figures `last_k` was priced from (`AutoDraft._best_k`)."""
+    """The `evidence` `last_k` was priced from (`AutoDraft._best_k`)."""
     reprice_in: int = 0
     """Asks while held before its k is priced again though its figures did not move."""
+    said: tuple[object, ...] = ()
+    """What its `HoldBack` was last worked out from (`AutoDraft._hold`)."""
     longest: int = 0
     """The longest chain it was measured on: acceptance past it is a guess (`GROWTH`)."""
     by_confidence: Calibration = field(default_factory=Calibration)
@@ -113,6 +115,12 @@ class DrafterFigures:
     @property
     def measured(self) -> bool:
         return self.cost.n > 0
+
+    @property
+    def evidence(self) -> tuple[float, ...]:
+        """What its pricing and its hold's reason are worked out from, in a form that changes
+        whenever a draft of it is judged or a call of it timed (held, it stays put between probes)."""
+        return self.accepted, self.rejected, self.cost.n, self.longest
 
     def position_acceptances(self, k: int) -> list[float]:
         """Chance that token i (0-based) is accepted given tokens 0..i-1 were, for i < k.
@@ -192,8 +200,6 @@ class AutoDraft(BudgetDefaults):
         self.probes = ProbeBudget()
         """What held drafters' probes cost, against the time: a probe waits until it is in budget."""
         self._holding_asks = 0
-        self._hold_seen: dict[str, tuple[object, ...]] = {}
-        """Per held drafter, what its `HoldBack` was last worked out from (`_hold`)."""
         self._measure_in = MEASURE_EVERY
 
     def of(self, source: str) -> DrafterFigures:
@@ -266,7 +272,7 @@ class AutoDraft(BudgetDefaults):
         worked out again only when its own figures moved or every `REPRICE_EVERY` asks: held, only
         the verify costs move (a plain pass each cycle), and pricing every k was K = auto's
         dearest work in a held cycle (~60 us of ~0.4 ms on the weak pair, issue #35)."""
-        seen = (figures.accepted, figures.rejected, figures.cost.n, figures.longest)
+        seen = figures.evidence
         if source in self.holds and figures.priced == seen and figures.reprice_in > 0:
             figures.reprice_in -= 1
             return figures.last_k
@@ -283,10 +289,10 @@ class AutoDraft(BudgetDefaults):
         figures = self.of(source)
         held = self.holds.get(source)
         self._holding_asks += 1
-        seen = (why, figures.accepted, figures.rejected, figures.cost.n, self.guard.realised_weight(source))
-        if held is not None and self._hold_seen.get(source) == seen and self._holding_asks % BREAKEVEN_EVERY:
+        seen = (why, figures.evidence, self.guard.realised_weight(source))
+        if held is not None and figures.said == seen and self._holding_asks % BREAKEVEN_EVERY:
             return  # nothing it shows has moved since it was last said (refreshed now and then)
-        self._hold_seen[source] = seen
+        figures.said = seen
         if not self.verify or not figures.measured:
             breakeven = None  # nothing to work it out from yet
         elif held is None or held.why != why or self._holding_asks % BREAKEVEN_EVERY == 0:
