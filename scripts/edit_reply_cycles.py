@@ -8,35 +8,25 @@ its speed, the suffix lookup's cycles (proposed, accepted, seconds) and K = auto
 
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import replace
-from pathlib import Path
 
 from agent_prompts import edit_messages  # scripts/, beside this file (the script's own folder is on the path)
+from pair_script import load_pair, pair_parser
 
 from spectui.bench import workload
-from spectui.engine.drafters.spec import DrafterSpec
+from spectui.chat.template import ChatMessage
 from spectui.engine.events import Finished, Progress
-from spectui.engine.generation_config import AUTO, LLAMA_CPP_SAMPLING, DraftControl, GenerationConfig
-from spectui.engine.generator import load_generator
-from spectui.session.reply import ChatMessage, prepare
+from spectui.engine.generation_config import AUTO, DraftControl
+from spectui.session.reply import prepare
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("target")
-    parser.add_argument("draft")
-    parser.add_argument("--temperature", type=float, default=0.0)
-    parser.add_argument("--tokens", type=int, default=600)
-    parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args()
-    gen = load_generator(args.target, DrafterSpec(kind="auto", draft=Path(args.draft)), n_threads=args.threads)
+    args = pair_parser(__doc__.splitlines()[0], temperature=0.0, tokens=600, threads=2).parse_args()
+    gen, config = load_pair(args)
     try:
-        config = GenerationConfig(max_tokens=args.tokens,
-                                  sampling=replace(LLAMA_CPP_SAMPLING, temperature=args.temperature, seed=1))
         work = workload(gen, ["edit"], config, None)
-        messages = tuple(ChatMessage(m["role"], m["content"]) for m in edit_messages())
+        messages = tuple(ChatMessage(str(m["role"]), str(m["content"])) for m in edit_messages())
         prompt = prepare(gen, work.chat_format, replace(work.request("edit", 0), messages=messages)).tokens
         suffix: list[tuple[int, int, float]] = []
         finished = None

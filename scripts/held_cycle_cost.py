@@ -15,17 +15,16 @@ Wall-clock figures: run it on an otherwise idle machine (docs/BENCHMARKS.md, "Ne
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
+
+from pair_script import load_pair, pair_parser  # scripts/, beside this file (the script's own folder is on the path)
 
 from spectui.bench import workload
-from spectui.engine.drafters.spec import DrafterSpec
 from spectui.engine.events import CycleStats, Finished, Progress
-from spectui.engine.generation_config import AUTO, LLAMA_CPP_SAMPLING, DraftControl, DraftLength, GenerationConfig
-from spectui.engine.generator import Generator, load_generator
+from spectui.engine.generation_config import AUTO, DraftControl, DraftLength, GenerationConfig
+from spectui.engine.generator import Generator
 from spectui.engine.llama.hostcost import HostCost
 from spectui.session.reply import prepare
 
@@ -78,19 +77,12 @@ def run(gen: Generator, tokens: list[int], config: GenerationConfig, k: DraftLen
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("target")
-    parser.add_argument("draft")
-    parser.add_argument("--temperature", type=float, default=0.8)
-    parser.add_argument("--tokens", type=int, default=128)
+    parser = pair_parser(__doc__.splitlines()[0], temperature=0.8, tokens=128, threads=2)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--prompt", action="append", help="instead of the three default prompts (repeatable)")
     args = parser.parse_args()
-    gen = load_generator(args.target, DrafterSpec(kind="auto", draft=Path(args.draft)), n_threads=args.threads)
+    gen, config = load_pair(args)
     try:
-        config = GenerationConfig(max_tokens=args.tokens,
-                                  sampling=replace(LLAMA_CPP_SAMPLING, temperature=args.temperature, seed=1))
         prompts = args.prompt or list(PROMPTS)
         work = workload(gen, prompts, config, None)
         rendered = [prepare(gen, work.chat_format, work.request(p, i)).tokens for i, p in enumerate(prompts)]

@@ -12,37 +12,27 @@ picked, and why it held back (if it did). Then the verify table and each drafter
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
-from dataclasses import replace
-from pathlib import Path
+
+from pair_script import load_pair, pair_parser  # scripts/, beside this file (the script's own folder is on the path)
 
 from spectui.bench import workload
-from spectui.engine.drafters.spec import DrafterSpec
 from spectui.engine.events import Finished, Progress
-from spectui.engine.generation_config import AUTO, LLAMA_CPP_SAMPLING, DraftControl, DraftLength, GenerationConfig
-from spectui.engine.generator import load_generator
+from spectui.engine.generation_config import AUTO, DraftControl, DraftLength
 from spectui.session.reply import prepare
 
 STORY = "Once upon a time, in a small village by the sea, there lived an old fisherman who"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("target")
-    parser.add_argument("draft")
+    parser = pair_parser(__doc__.splitlines()[0], temperature=0.8, tokens=128, threads=1)
     parser.add_argument("--drafter", default="auto")
-    parser.add_argument("--temperature", type=float, default=0.8)
-    parser.add_argument("--tokens", type=int, default=128)
-    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--prompt", default=STORY)
     args = parser.parse_args()
-    gen = load_generator(args.target, DrafterSpec(kind=args.drafter, draft=Path(args.draft)), n_threads=args.threads)
-    config = GenerationConfig(max_tokens=args.tokens,
-                              sampling=replace(LLAMA_CPP_SAMPLING, temperature=args.temperature, seed=1))
+    gen, config = load_pair(args, args.drafter)
     work = workload(gen, [args.prompt], config, None)
     tokens = prepare(gen, work.chat_format, work.request(args.prompt, 0)).tokens
     auto = gen.auto(config.sampling.greedy)

@@ -1,0 +1,32 @@
+"""What the in-process pair scripts share (probe_k_auto.py, held_cycle_cost.py,
+edit_reply_cycles.py): a target and its draft named on the command line, loaded with a drafter,
+and the replies' settings: llama.cpp's sampling at the temperature asked for, seeded 1."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+
+from spectui.engine.drafters.spec import DrafterSpec
+from spectui.engine.generation_config import LLAMA_CPP_SAMPLING, GenerationConfig
+from spectui.engine.generator import Generator, load_generator
+
+
+def pair_parser(description: str, *, temperature: float, tokens: int, threads: int) -> argparse.ArgumentParser:
+    """A parser for TARGET DRAFT [--temperature] [--tokens] [--threads], with these defaults."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("target")
+    parser.add_argument("draft")
+    parser.add_argument("--temperature", type=float, default=temperature)
+    parser.add_argument("--tokens", type=int, default=tokens)
+    parser.add_argument("--threads", type=int, default=threads)
+    return parser
+
+
+def load_pair(args: argparse.Namespace, drafter: str = "auto") -> tuple[Generator, GenerationConfig]:
+    """The pair `args` names, loaded with `drafter`, and the settings of its replies."""
+    gen = load_generator(args.target, DrafterSpec(kind=drafter, draft=Path(args.draft)), n_threads=args.threads)
+    config = GenerationConfig(max_tokens=args.tokens,
+                              sampling=replace(LLAMA_CPP_SAMPLING, temperature=args.temperature, seed=1))
+    return gen, config
