@@ -5,12 +5,14 @@ and the replies' settings: llama.cpp's sampling at the temperature asked for, se
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 from spectui.engine.drafters.spec import DrafterSpec
 from spectui.engine.generation_config import LLAMA_CPP_SAMPLING, GenerationConfig
 from spectui.engine.generator import Generator, load_generator
+from spectui.errors import SpectuiError
 
 
 def pair_parser(description: str, *, temperature: float, tokens: int, threads: int) -> argparse.ArgumentParser:
@@ -25,8 +27,12 @@ def pair_parser(description: str, *, temperature: float, tokens: int, threads: i
 
 
 def load_pair(args: argparse.Namespace, drafter: str = "auto") -> tuple[Generator, GenerationConfig]:
-    """The pair `args` names, loaded with `drafter`, and the settings of its replies."""
-    gen = load_generator(args.target, DrafterSpec(kind=drafter, draft=Path(args.draft)), n_threads=args.threads)
+    """The pair `args` names, loaded with `drafter`, and the settings of its replies; a file that
+    is missing or damaged ends the script with llama.cpp's or spectui's one line (terminal-safe)."""
+    try:
+        gen = load_generator(args.target, DrafterSpec(kind=drafter, draft=Path(args.draft)), n_threads=args.threads)
+    except SpectuiError as error:
+        raise SystemExit(f"{Path(sys.argv[0]).name}: {error}") from None
     config = GenerationConfig(max_tokens=args.tokens,
                               sampling=replace(LLAMA_CPP_SAMPLING, temperature=args.temperature, seed=1))
     return gen, config

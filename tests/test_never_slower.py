@@ -439,6 +439,22 @@ def test_the_held_cycle_script_prices_plain_and_auto_cycles_by_part(tiny_pair) -
     assert len(report["ratios"]) == 1
 
 
+def test_the_pair_scripts_say_a_missing_or_damaged_file_in_one_line(tiny_pair, tmp_path) -> None:
+    """scripts/pair_script.py's loader: no traceback, one terminal-safe line, exit code 1."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    damaged = tmp_path / "damaged.gguf"
+    damaged.write_bytes(b"GGUF\x03\x00")
+    for target, draft, said in ((tmp_path / "gone\x1b[31m.gguf", tiny_pair.draft, "model file not found"),
+                                (tiny_pair.target, damaged, "damaged or truncated")):
+        done = subprocess.run([sys.executable, "scripts/held_cycle_cost.py", str(target), str(draft)], cwd=root,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert done.stderr.count("\n") == 1 and said in done.stderr and "\x1b" not in done.stderr
+
+
 def test_a_lookup_whose_proposals_ran_slower_is_held_too() -> None:
     """A lookup is asked its ceiling (`limit`) after every token a draft model behind it drafts:
     the guard gives the same answer each time, and 0 while its cycles ran slower than plain ones."""
