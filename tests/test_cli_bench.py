@@ -30,7 +30,7 @@ def test_bench_json_sweep_prints_one_object_per_k(tiny_pair, capsys):
         assert row["baseline_tps"] > 0 and row["speculative_tps"] > 0
         assert row["speedup"] == pytest.approx(row["speculative_tps"] / row["baseline_tps"], rel=0.01, abs=0.001)
     assert 0 < rows[1]["acceptance_rate"] < 1 and rows[1]["mean_accepted"] > 1
-    assert "baseline (K=0)" in err and "speculative K=4" in err  # progress goes to stderr
+    assert "baseline (K=0) and K=1,4,auto on 2 prompt(s)" in err  # progress goes to stderr
 
 
 def test_bench_table_and_sampled_identity_is_not_claimed(tiny_pair, capsys):
@@ -62,17 +62,30 @@ def test_bad_draft_length_is_rejected_by_the_parser(capsys):
     assert "draft length must be 0..16 or 'auto'" in capsys.readouterr().err
 
 
-def test_bench_repeat_interleaves_rounds_and_reports_medians(tiny_pair, capsys):
+def test_bench_repeat_interleaves_rounds_prompt_by_prompt_and_reports_medians(tiny_pair, capsys, monkeypatch):
+    import spectui.bench as bench_module
+
+    replies: list[tuple[str, object]] = []
+    real_run_one = bench_module.run_one
+
+    def spy(gen, work, prompt, k):  # records the order; the real reply runs
+        replies.append((prompt, k))
+        return real_run_one(gen, work, prompt, k)
+
+    monkeypatch.setattr(bench_module, "run_one", spy)
     assert main(bench(tiny_pair, "-k", "2,5", "--repeat", "2", "--json")) == 0
     out, err = capsys.readouterr()
     rows = [json.loads(line) for line in out.splitlines()]
     assert [r["repeats"] for r in rows] == [2, 2]
     assert all(r["identical"] is True for r in rows)
-    order = [line for line in err.splitlines() if "round" in line and line.endswith(" ...")]
-    assert [line.split(" ...")[0] for line in order] == [
-        "baseline (K=0) on 2 prompt(s) (round 1/2)", "speculative K=2 (round 1/2)", "speculative K=5 (round 1/2)",
-        "baseline (K=0) on 2 prompt(s) (round 2/2)", "speculative K=2 (round 2/2)", "speculative K=5 (round 2/2)",
-    ]
+    assert all(len(r["by_prompt"]) == 2 for r in rows)
+    prompts = list(dict.fromkeys(p for p, _ in replies[1:]))
+    assert len(prompts) == 2
+    first, second = prompts
+    # the warm-up, then each prompt's baseline and Ks back to back; every other round in reverse
+    assert replies[1:] == [(first, 0), (first, 2), (first, 5), (second, 0), (second, 2), (second, 5),
+                           (first, 5), (first, 2), (first, 0), (second, 5), (second, 2), (second, 0)]
+    assert "(round 2/2)" in err
 
 
 @pytest.mark.parametrize(

@@ -5,10 +5,11 @@ speculative loop each generate `--max-tokens` tokens; tokens/sec is total decode
 decode time. `-k 1,2,4,8` sweeps draft lengths: one row (one JSON line) per K. Progress goes to
 stderr so stdout stays clean for `--json`.
 
-`--repeat N` runs the baseline and every K N times, interleaved (baseline, K1, K2, ..., then again),
-and reports medians, with each speedup taken against the baseline of its own round: a shared or
-throttled CPU drifts by tens of percent over minutes, and interleaving keeps that drift out of the
-ratio. When sampling (T > 0), round i samples with seed + i - 1 (the same seed for the baseline and
+`--repeat N` runs the baseline and every K N times, interleaved prompt by prompt (each prompt's
+baseline, K1, K2, ... back to back, the order reversed every other round), and reports medians,
+with each speedup taken against the baseline of its own round: a shared or throttled CPU drifts by
+tens of percent over seconds to minutes, and interleaving keeps that drift out of the ratio.
+When sampling (T > 0), round i samples with seed + i - 1 (the same seed for the baseline and
 every K of that round): the text sampled decides much of a K's acceptance, and one seed for every
 round compared each K on one text only.
 
@@ -45,7 +46,7 @@ from spectui.engine.generator import Generator
 from spectui.errors import LoadCancelled, SpectuiError
 from spectui.session import machine
 from spectui.session.options import ModelChoice
-from spectui.session.reply import ReplyRequest, final, prepare, run_reply
+from spectui.session.reply import ReplyDone, ReplyRequest, final, prepare, run_reply
 
 DEFAULT_PROMPTS = (
     "Write a short story about a lighthouse keeper who finds a message in a bottle.",
@@ -84,34 +85,45 @@ def workload(gen: Generator, texts: Sequence[str], config: GenerationConfig, dra
 def run_all(gen: Generator, work: Workload, k: DraftLength) -> RunTotals:
     """Every prompt once at K, each read from scratch (the same work for every K). A run a fault
     cut raises it: its figures are not results."""
-    figures, outputs, stats = [], [], []
-    for prompt in work.prompts:
-        gen.reset()
-        done = final(run_reply(gen, work.chat_format, work.request(prompt, k), cancelled=work.cancelled))
-        faults.raise_for(done)
-        if done.reason == "cancelled":
-            raise LoadCancelled("the benchmark was stopped")
-        figures.append(done.figures)
-        outputs.append(done.tokens)
-        stats.append(done.stats)
-    return RunTotals.of(figures, outputs, stats)
+    return RunTotals.of_replies([run_one(gen, work, prompt, k) for prompt in work.prompts])
+
+
+def run_one(gen: Generator, work: Workload, prompt: str, k: DraftLength) -> ReplyDone:
+    """One prompt at K, read from scratch; a reply a fault cut raises it."""
+    gen.reset()
+    done = final(run_reply(gen, work.chat_format, work.request(prompt, k), cancelled=work.cancelled))
+    faults.raise_for(done)
+    if done.reason == "cancelled":
+        raise LoadCancelled("the benchmark was stopped")
+    return done
 
 
 def measure(gen: Generator, work: Workload, ks: list[DraftLength],
             repeat: int) -> dict[DraftLength, tuple[list[RunTotals], list[RunTotals]]]:
-    """Interleaved rounds: baseline, then every K; returns K -> (baselines, speculative runs)."""
+    """Interleaved rounds, returning K -> (baselines, speculative runs), one RunTotals per round.
+
+    Each prompt's baseline and every K run back to back (the baseline first in odd rounds, last in
+    even ones), so each prompt's ratio is taken over replies a second or two apart: a shared CPU's
+    speed drifts over seconds as well as minutes, and with every prompt's baseline run before every
+    K's, a 64-token reply's ratio spread 0.84-1.28x with speculation held at K = 0 throughout
+    (docs/BENCHMARKS.md, "never slower": the sixth session's null runs)."""
     warm = replace(work, prompts=work.prompts[:1], config=replace(work.config, max_tokens=WARM_UP_TOKENS))
     run_all(gen, warm, AUTO)  # first touch of every model
     bases: list[RunTotals] = []
     specs: dict[DraftLength, list[RunTotals]] = {k: [] for k in ks}
+    order: list[DraftLength] = [0, *ks]
     for round_no in range(1, repeat + 1):
         of = f" (round {round_no}/{repeat})" if repeat > 1 else ""
         this_round = round_workload(work, round_no)
-        print(f"baseline (K=0) on {len(work.prompts)} prompt(s){of} ...", file=sys.stderr)
-        bases.append(run_all(gen, this_round, 0))
+        print(f"baseline (K=0) and K={','.join(map(str, ks))} on {len(work.prompts)} prompt(s){of} ...",
+              file=sys.stderr)
+        replies: dict[DraftLength, list[ReplyDone]] = {k: [] for k in order}
+        for prompt in this_round.prompts:
+            for k in order if round_no % 2 else reversed(order):
+                replies[k].append(run_one(gen, this_round, prompt, k))
+        bases.append(RunTotals.of_replies(replies[0]))
         for k in ks:
-            print(f"speculative K={k}{of} ...", file=sys.stderr)
-            specs[k].append(run_all(gen, this_round, k))
+            specs[k].append(RunTotals.of_replies(replies[k]))
     return {k: (bases, specs[k]) for k in ks}
 
 

@@ -7,12 +7,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from spectui.engine.events import GenerationStats, SourceTotals
 from spectui.engine.generation_config import DraftLength, GenerationConfig
 from spectui.engine.llama.hostcost import HostCost
 from spectui.session.figures import ReplyFigures
+
+if TYPE_CHECKING:
+    from spectui.session.reply import ReplyDone
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,11 @@ class RunTotals:
             held_back=next((f.held_back for f in reversed(figures) if f.held_back), ""),
             per_prompt=tuple((f.decode_tokens, f.decode_seconds) for f in figures),
         )
+
+    @classmethod
+    def of_replies(cls, replies: Sequence[ReplyDone]) -> RunTotals:
+        """Finished replies, in the order of the prompts, added up."""
+        return cls.of([r.figures for r in replies], [r.tokens for r in replies], [r.stats for r in replies])
 
     @property
     def round_trips_per_token(self) -> float:
