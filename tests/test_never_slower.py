@@ -365,6 +365,33 @@ def test_a_hold_is_reported_only_for_the_drafters_asked_this_cycle() -> None:
     assert auto.holding(["suffix", "model"]) is auto.holds["model"]
 
 
+class BehindAHeldLookup(CostedDrafter):
+    """A draft model behind a lookup, as the chain asks them: the lookup's ceiling first."""
+
+    def propose(self, context: Sequence[int], budget: Budget, cfg: SamplingConfig,
+                rng: np.random.Generator) -> Proposal:
+        budget.limit("suffix")
+        return super().propose(context, budget, cfg, rng)
+
+
+def test_a_cycle_counts_as_held_only_when_nothing_was_drafted_in_it(clock: Clock) -> None:
+    """A held lookup beside a draft model that drafts is not a cycle held at K = 0: the panel said
+    "held at K = 0 in 18 % of passes" beside a 1.92x reply (issue #35, the fifth session)."""
+    target = CostedTarget(clock, 0.05)
+    gen = Generator(target, {"model": BehindAHeldLookup(clock, target, 0.05, 0.9)}, "model")  # type: ignore[arg-type]
+    auto = gen.auto(GREEDY.greedy)
+    feed(auto.guard, "suffix", tps=50.0, n=8, plain=100.0)  # the lookup's cycles ran slower: held
+    auto.probes.overhead = 1e9  # and its probe budget spent: held throughout
+    cycles, final = reply(gen, AUTO, 120)
+    drafted = [c.cycle for c in cycles if c.cycle.drafted]
+    assert len(drafted) > len(cycles) // 2  # the cheap draft that agrees drafts ...
+    assert auto.holding(["suffix"]) is not None  # ... beside a lookup held all along
+    assert all(c.held is None for c in drafted)
+    held = [c.cycle for c in cycles if c.cycle.held is not None]
+    assert final.stats.held_cycles == len(held) < len(cycles) - len(drafted) + 1
+    assert all(c.drafted == 0 for c in held)
+
+
 # ----- where the reason is shown -------------------------------------------------------------
 
 

@@ -236,7 +236,9 @@ class _Reply:
             auto = control.effective_k() == AUTO and not probe
             if auto or drafter is None:  # what K = auto realised, or a plain step
                 self.auto.observe_cycle(step, hostcost.now() - cycle_start + tail, auto)
-            held = self.auto.holding(budget.given) if auto else None
+            # held at K = 0: nothing was drafted and a drafter asked was held (a held lookup beside
+            # a draft model that drafted is not a held cycle)
+            held = self.auto.holding(budget.given) if auto and not step.drafted else None
             laps.lap("bookkeeping")
             host = step.host + laps.cost() + hostcost.HostCost(bookkeeping=tail)
             cycle = CycleStats(k, step.drafted, step.accepted, emitted,
