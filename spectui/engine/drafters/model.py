@@ -34,8 +34,12 @@ from spectui.errors import UnsupportedModelError
 
 SOURCE = "model"
 KIND = KINDS[SOURCE]
-CATCH_UP_WINDOW = 64
-"""Tokens a draft that fell further behind reads before drafting (see above)."""
+CATCH_UP_WINDOW = 16
+"""Tokens a draft that fell further behind reads before drafting (see above). A batched read is
+not much cheaper per token than a pass on a small draft on the CPU: the demo's Q8_0 draft read 64
+tokens in 177 ms, eight of its F32 target's 22 ms passes, so each probe of a held draft cost about
+a tenth of the 64-token reply it landed in (issue #35's sixth-session sweep: 0.86-0.93x in those
+replies); 16 tokens take 56 ms (docs/BENCHMARKS.md, "never slower")."""
 # How llama.cpp's draft measures its confidence when drafting greedily: softmax over its top 10.
 GREEDY_CONFIDENCE = SamplingConfig(temperature=1.0, top_k=10, top_p=1.0, min_p=0.0)
 
