@@ -78,7 +78,9 @@ def test_bench_repeat_interleaves_rounds_prompt_by_prompt_and_reports_medians(ti
     rows = [json.loads(line) for line in out.splitlines()]
     assert [r["repeats"] for r in rows] == [2, 2]
     assert all(r["identical"] is True for r in rows)
-    assert all(len(r["by_prompt"]) == 2 for r in rows)
+    for row in rows:
+        assert len(row["by_prompt"]) == len(row["by_prompt_spread"]) == 2
+        assert all(low <= median <= high for median, (low, high) in zip(row["by_prompt"], row["by_prompt_spread"]))
     prompts = list(dict.fromkeys(p for p, _ in replies[1:]))
     assert len(prompts) == 2
     first, second = prompts
@@ -158,7 +160,7 @@ def test_sampled_rounds_draw_new_texts_and_greedy_rounds_repeat_theirs():
 
 def test_each_prompt_gets_its_own_median_ratio(tiny_pair, capsys):
     """A loss on one prompt must show even when the others' gains hide it in the total."""
-    from spectui.bench.report import RunTotals, prompt_ratios
+    from spectui.bench.report import RunTotals, prompt_ratios, prompt_spreads
 
     def run(*parts: tuple[int, float]) -> RunTotals:
         return RunTotals(sum(t for t, _ in parts), sum(s for _, s in parts), 0, 0, 1, (), 0, 0.0,
@@ -167,6 +169,7 @@ def test_each_prompt_gets_its_own_median_ratio(tiny_pair, capsys):
     bases = [run((10, 1.0), (10, 1.0)), run((10, 1.0), (10, 2.0)), run((10, 1.0), (10, 1.0))]
     specs = [run((30, 1.0), (9, 1.0)), run((20, 1.0), (10, 1.0)), run((40, 1.0), (8, 1.0))]
     assert prompt_ratios(bases, specs) == [3.0, 0.9]  # the second prompt: 0.9, 2.0, 0.8
+    assert prompt_spreads(bases, specs) == [[2.0, 4.0], [0.8, 2.0]]  # and the range its rounds spread over
     assert main(bench(tiny_pair, "-k", "3", "--threads", "1", "--prompt", "Hello", "--prompt", "The wind",
                       "--json")) == 0
     row = json.loads(capsys.readouterr().out)

@@ -167,6 +167,10 @@ class BenchRow:
     by_prompt: list[float] = field(default_factory=list)
     """Per prompt, in the order given: the median over rounds of its speculative decode speed
     over its baseline's in the same round (the total's median can hide one prompt's loss)."""
+    by_prompt_spread: list[list[float]] = field(default_factory=list)
+    """Per prompt: the lowest and the highest of those rounds' ratios. A 64-token reply held at
+    K = 0 throughout, run back to back with its baseline, read 0.88-1.08x on this VM: a prompt's
+    median over a few rounds moves by a few percent on noise alone."""
 
     @property
     def shape(self) -> str:
@@ -252,6 +256,7 @@ def make_row(k: DraftLength, config: GenerationConfig, bases: list[RunTotals], s
         held_back=round(sum(s.held_cycles for s in specs) / passes, 3) if passes else 0.0,
         held_reason=next((s.held_back for s in reversed(specs) if s.held_back), ""),
         by_prompt=prompt_ratios(bases, specs),
+        by_prompt_spread=prompt_spreads(bases, specs),
     )
 
 
@@ -282,8 +287,9 @@ def ratios(bases: list[RunTotals], specs: list[RunTotals]) -> list[float]:
     return [s.tps / b.tps for s, b in zip(specs, bases, strict=True) if b.tps]
 
 
-def prompt_ratios(bases: list[RunTotals], specs: list[RunTotals]) -> list[float]:
-    """Per prompt: the median over rounds of its speculative speed over its baseline's."""
+def prompt_rounds(bases: list[RunTotals], specs: list[RunTotals]) -> list[list[float]]:
+    """Per prompt, in the order given: its speculative speed over its baseline's, round by round
+    (none when a baseline reply decoded nothing: the prompts would no longer line up)."""
     def tps(part: tuple[int, float]) -> float:
         return part[0] / part[1] if part[1] > 0 else 0.0
 
@@ -291,7 +297,17 @@ def prompt_ratios(bases: list[RunTotals], specs: list[RunTotals]) -> list[float]
                  for spec, base in zip(specs, bases, strict=True)]
     if not per_round or any(len(r) != len(per_round[0]) for r in per_round):
         return []
-    return [round(median(column), 3) for column in zip(*per_round, strict=True)]
+    return [list(column) for column in zip(*per_round, strict=True)]
+
+
+def prompt_ratios(bases: list[RunTotals], specs: list[RunTotals]) -> list[float]:
+    """Per prompt: the median over rounds of its speculative speed over its baseline's."""
+    return [round(median(column), 3) for column in prompt_rounds(bases, specs)]
+
+
+def prompt_spreads(bases: list[RunTotals], specs: list[RunTotals]) -> list[list[float]]:
+    """Per prompt: the lowest and the highest of its rounds' ratios."""
+    return [[round(min(column), 3), round(max(column), 3)] for column in prompt_rounds(bases, specs)]
 
 
 def _by_drafter(specs: list[RunTotals]) -> dict[str, dict[str, float]]:
