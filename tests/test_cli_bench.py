@@ -80,7 +80,8 @@ def test_bench_repeat_interleaves_rounds_prompt_by_prompt_and_reports_medians(ti
     assert all(r["identical"] is True for r in rows)
     for row in rows:
         assert len(row["by_prompt"]) == len(row["by_prompt_spread"]) == 2
-        assert all(low <= median <= high for median, (low, high) in zip(row["by_prompt"], row["by_prompt_spread"]))
+        spreads = zip(row["by_prompt"], row["by_prompt_spread"], strict=True)
+        assert all(low <= median <= high for median, (low, high) in spreads)
     prompts = list(dict.fromkeys(p for p, _ in replies[1:]))
     assert len(prompts) == 2
     first, second = prompts
