@@ -466,6 +466,36 @@ def test_the_held_cycle_script_prices_plain_and_auto_cycles_by_part(tiny_pair) -
     assert len(report["ratios"]) == 1
 
 
+def test_the_trace_script_prints_each_reply_beside_its_baseline_cycle_by_cycle(tiny_pair) -> None:
+    """scripts/trace_rounds.py (BENCHMARKS, "Never slower": why a cell read under the line)."""
+    import re
+
+    stdout = run_script("trace_rounds.py", str(tiny_pair.target), str(tiny_pair.draft), "--tokens", "12",
+                        "--rounds", "2", "--kinds", "poem,list", "--threads", "1")
+    replies = [line for line in stdout.splitlines() if line.startswith("round ")]
+    assert [line.split()[1:3] for line in replies] == [["1", "poem"], ["1", "list"], ["2", "poem"], ["2", "list"]]
+    for line in replies:
+        ratio, marks = re.search(r" ([0-9.]+)x \(off .* tok/s\) (.*)$", line).groups()  # type: ignore[union-attr]
+        assert float(ratio) > 0 and marks
+        assert re.fullmatch(r"(\.|\[[a-z][0-9]+:[0-9]+/[0-9]+ [0-9]+\])+", marks)
+    assert sum(line.split()[0] in ("poem", "list") and "median" in line for line in stdout.splitlines()) == 2
+
+
+def test_the_catch_up_script_prices_each_read_size(tiny_pair, tmp_path) -> None:
+    """scripts/catch_up_cost.py (BENCHMARKS, "Never slower": why a probe reads 16 tokens)."""
+    import re
+    import subprocess
+    import sys
+
+    stdout = run_script("catch_up_cost.py", str(tiny_pair.draft), "--sizes", "1,4", "--repeats", "2",
+                        "--threads", "1")
+    assert re.fullmatch(r"draft\.gguf: 1: [0-9.]+ ms, 4: [0-9.]+ ms\n", stdout)
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "scripts/catch_up_cost.py", str(tmp_path / "gone.gguf")], cwd=root,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+
+
 def test_the_pair_scripts_say_a_missing_or_damaged_file_in_one_line(tiny_pair, tmp_path) -> None:
     """scripts/pair_script.py's loader: no traceback, one terminal-safe line, exit code 1."""
     import subprocess
