@@ -176,6 +176,40 @@ def test_holding_back_is_undone_when_the_draft_gets_cheaper(clock: Clock) -> Non
     assert all(c.cycle.held is None for c in late)
 
 
+def test_a_new_reply_probes_a_held_draft_on_its_first_cycle_when_probes_are_in_budget(clock: Clock) -> None:
+    """Held through one reply, the draft is tried on the next reply's first cycle (new text, and
+    it has just read the prompt), and drafts again early in a reply where it pays; with the
+    probe budget spent, a new reply does not probe."""
+    gen, drafter = pair(clock, cost=0.9, acceptance=0.8, row=0.2)
+    gen.reset()
+    reply(gen, 0, 100)
+    gen.reset()
+    _, dear = reply(gen, AUTO, 300)
+    assert dear.stats.held is not None
+    auto = gen.auto(GREEDY.greedy)
+    auto.probes.overhead = 0.0  # probes in budget
+    gen.reset()
+    cycles, _ = reply(gen, AUTO, 40)
+    assert cycles[0].cycle.k > 0 and cycles[0].cycle.drafted > 0  # probed at once
+    assert auto.holds  # still held (a dear draft: its probe did not pay)
+    drafter.cost, gen.target.row = 0.05, 0.02  # type: ignore[attr-defined]  # the next text suits it
+    auto.probes.overhead = 0.0
+    gen.reset()
+    cycles, _ = reply(gen, AUTO, 100)
+    assert cycles[0].cycle.k > 0
+    # drafting again within its first 40 cycles (the guard's own hold, made on the dear cycles
+    # still in its history, takes two paying probes); from the reply's own probes alone, ~60
+    assert sum(c.cycle.k > 0 for c in cycles[:40]) >= 10
+    drafter.cost, gen.target.row = 0.9, 0.2  # type: ignore[attr-defined]
+    gen.reset()
+    reply(gen, AUTO, 300)  # held again
+    assert auto.holds
+    auto.probes.overhead = 1e9  # the probe budget spent
+    gen.reset()
+    cycles, _ = reply(gen, AUTO, 40)
+    assert all(c.cycle.k == 0 for c in cycles[:8])
+
+
 def test_a_disturbed_plain_speed_does_not_hold_speculation_back_for_the_run(clock: Clock) -> None:
     """The plain speed was measured on a quiet moment, then the machine got twice as slow: the
     speculative cycles, measured slow, look slower than that stale baseline and are held; the

@@ -205,6 +205,8 @@ class _Reply:
             raise ContextFullError.of(self.target.n_ctx)
         self.generator.check_health()
         first, scored = self._prefill(prompt, self.generator.drafter(control.drafter))
+        if control.effective_k() == AUTO:
+            self.auto.new_reply()
         context = [*prompt, first]
         pieces, reason, emitted = self._accept([first], drafted=0, source=TARGET)
         self.stats.generated_tokens = emitted

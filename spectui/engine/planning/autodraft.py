@@ -228,6 +228,20 @@ class AutoDraft(BudgetDefaults):
             return  # the probe goes on one more cycle, and that one is measured
         self.guard.observe(proposal.source, proposal.work > 0 or bool(proposal.tokens), len(step.tokens), seconds)
 
+    def new_reply(self) -> None:
+        """A reply starts: probe each held drafter on its first cycle, when probes are in budget.
+        It is the cheapest probe there is and the likeliest to find a change: the text is new
+        (a hold made on a poem kept a draft that pays on code at K = 0 for the next replies: issue
+        #35's sweep, the costly draft at T 1.0 held through prompts where it ran 1.1-1.37x), and
+        a draft model has just read the prompt, so it drafts at once instead of first reading what
+        it missed (90-110 ms on the demo's draft, against 25-30 ms for the probe itself)."""
+        if not self.holds or not self.probes.allows():
+            return
+        self.guard.probe_all()
+        for source in self.holds:
+            figures = self.of(source)
+            figures.idle_cycles = figures.probe_every  # K = auto's own hold probes on its next ask
+
     def plain_due(self) -> bool:
         """Whether the next cycle should be a plain step, to keep the guard's baseline fresh."""
         return self.guard.plain_due()

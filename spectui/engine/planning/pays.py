@@ -10,8 +10,9 @@ drafter whose cycles ran slower than plain ones is held at K = 0.
 
 Holding back is never final: a held drafter is tried again now and then (a probe cycle: after
 `FIRST_PROBE` cycles, then twice as long after each probe that ran slower, up to `LAST_PROBE`;
-at once after one that paid), and at once when the plain speed moved by more than `CHANGED`
-since the hold began (the machine's load changed: what was measured no longer holds). It drafts
+at once after one that paid), at once when the plain speed moved by more than `CHANGED`
+since the hold began (the machine's load changed: what was measured no longer holds), and on the
+first cycle of a reply (`probe_all`: new text, and a draft model has just read the prompt). It drafts
 again once `RELEASE_PROBES` probes in a row paid.
 While speculating, a plain cycle now and then (`PLAIN_EVERY`) keeps the comparison's other side
 fresh, so a baseline measured on a quiet (or busy) moment cannot decide for the whole run.
@@ -186,6 +187,12 @@ class PaysGuard:
         if self.since_plain >= PLAIN_EVERY:
             return True
         return not self.plain.known and any(rate.known for rate in self.realised.values())
+
+    def probe_all(self) -> None:
+        """Probe every held drafter on the next cycle (a reply starts: `AutoDraft.new_reply`)."""
+        for hold in self.holds.values():
+            if not hold.probing:
+                hold.idle, hold.probing, hold.plain_tps = 0, True, self.plain.tps
 
     def tick(self, probes_allowed: bool = True) -> None:
         """A cycle went by: each hold waits one more cycle for its probe, or probes now when the
