@@ -157,17 +157,23 @@ def test_the_guard_holds_back_what_the_model_cannot_see(clock: Clock) -> None:
     assert ratio >= 0.97
 
 
-def test_holding_back_is_undone_when_the_draft_gets_cheaper(clock: Clock) -> None:
-    """Held at K = 0 in one reply (a dear draft), K = auto drafts again in the next once the
-    draft's cost falls (probes measure it), within a reply's worth of probes: the drafter's
-    measured speed must climb past RELEASE_ABOVE through the dear cycles still in its recent
-    history, which takes a few probes (about half of this reply's cycles)."""
+def held_after_a_dear_reply(clock: Clock) -> tuple[Generator, CostedDrafter]:
+    """A pair whose draft costs 90 % of a pass, after a plain reply and a K = auto reply that held it."""
     gen, drafter = pair(clock, cost=0.9, acceptance=0.8, row=0.2)
     gen.reset()
     reply(gen, 0, 100)
     gen.reset()
     _, dear = reply(gen, AUTO, 300)
     assert dear.stats.held is not None
+    return gen, drafter
+
+
+def test_holding_back_is_undone_when_the_draft_gets_cheaper(clock: Clock) -> None:
+    """Held at K = 0 in one reply (a dear draft), K = auto drafts again in the next once the
+    draft's cost falls (probes measure it), within a reply's worth of probes: the drafter's
+    measured speed must climb past RELEASE_ABOVE through the dear cycles still in its recent
+    history, which takes a few probes (about half of this reply's cycles)."""
+    gen, drafter = held_after_a_dear_reply(clock)
     drafter.cost, gen.target.row = 0.05, 0.02  # type: ignore[attr-defined]
     gen.reset()
     cycles, _cheap = reply(gen, AUTO, 400)
@@ -180,12 +186,7 @@ def test_a_new_reply_probes_a_held_draft_on_its_first_cycle_when_probes_are_in_b
     """Held through one reply, the draft is tried on the next reply's first cycle (new text, and
     it has just read the prompt), and drafts again early in a reply where it pays; with the
     probe budget spent, a new reply does not probe."""
-    gen, drafter = pair(clock, cost=0.9, acceptance=0.8, row=0.2)
-    gen.reset()
-    reply(gen, 0, 100)
-    gen.reset()
-    _, dear = reply(gen, AUTO, 300)
-    assert dear.stats.held is not None
+    gen, drafter = held_after_a_dear_reply(clock)
     auto = gen.auto(GREEDY.greedy)
     auto.probes.overhead = 0.0  # probes in budget
     gen.reset()
