@@ -131,6 +131,10 @@ class Hold:
     probing: bool = False
     """The current cycle is a probe of this drafter."""
 
+    def start_probe(self, plain_tps: float) -> None:
+        """This cycle probes the held drafter; `plain_tps`: the plain speed it is judged against."""
+        self.idle, self.probing, self.plain_tps = 0, True, plain_tps
+
     @property
     def every(self) -> int:
         """Cycles at K = 0 before the next probe: 1 right after a probe that paid, else `wait`."""
@@ -192,7 +196,7 @@ class PaysGuard:
         """Probe every held drafter on the next cycle (a reply starts: `AutoDraft.new_reply`)."""
         for hold in self.holds.values():
             if not hold.probing:
-                hold.idle, hold.probing, hold.plain_tps = 0, True, self.plain.tps
+                hold.start_probe(self.plain.tps)
 
     def tick(self, probes_allowed: bool = True) -> None:
         """A cycle went by: each hold waits one more cycle for its probe, or probes now when the
@@ -203,7 +207,7 @@ class PaysGuard:
             hold.idle += 1
             moved = hold.plain_tps > 0 and abs(self.plain.tps / hold.plain_tps - 1.0) > CHANGED
             if (hold.idle >= hold.every or moved) and probes_allowed:
-                hold.idle, hold.probing, hold.plain_tps = 0, True, self.plain.tps
+                hold.start_probe(self.plain.tps)
 
     def decide(self, source: str) -> bool | None:
         """Whether to hold drafter `source` at K = 0 this cycle (the same answer however often a
