@@ -21,7 +21,7 @@ from dataclasses import replace
 from pair_script import load_pair, pair_parser  # scripts/, beside this file (the script's own folder is on the path)
 from sweep_never_slower import KINDS, PROMPTS
 
-from spectui.bench import WARM_UP_TOKENS, Workload, round_workload, workload
+from spectui.bench import WARM_UP_TOKENS, Workload, round_order, round_workload, workload
 from spectui.engine.events import CycleStats, Progress
 from spectui.engine.generation_config import AUTO, DraftLength
 from spectui.engine.generator import Generator
@@ -62,8 +62,7 @@ def main() -> None:
     for round_no in range(1, args.rounds + 1):
         this_round = round_workload(work, round_no)
         for kind, prompt in zip(kinds, this_round.prompts, strict=True):
-            order: list[DraftLength] = [0, AUTO] if round_no % 2 else [AUTO, 0]
-            replies = {k: one_reply(gen, this_round, prompt, k) for k in order}  # run in that order
+            replies = {k: one_reply(gen, this_round, prompt, k) for k in round_order([AUTO], round_no)}
             (off, _), (auto, marks) = replies[0], replies[AUTO]
             ratios[kind].append(auto / off if off else 0.0)
             print(f"round {round_no} {kind:8} {ratios[kind][-1]:.3f}x (off {off:.1f}, auto {auto:.1f} tok/s) {marks}",

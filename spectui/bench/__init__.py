@@ -111,20 +111,26 @@ def measure(gen: Generator, work: Workload, ks: list[DraftLength],
     run_all(gen, warm, AUTO)  # first touch of every model
     bases: list[RunTotals] = []
     specs: dict[DraftLength, list[RunTotals]] = {k: [] for k in ks}
-    order: list[DraftLength] = [0, *ks]
     for round_no in range(1, repeat + 1):
         of = f" (round {round_no}/{repeat})" if repeat > 1 else ""
         this_round = round_workload(work, round_no)
         print(f"baseline (K=0) and K={','.join(map(str, ks))} on {len(work.prompts)} prompt(s){of} ...",
               file=sys.stderr)
-        replies: dict[DraftLength, list[ReplyDone]] = {k: [] for k in order}
+        replies: dict[DraftLength, list[ReplyDone]] = {k: [] for k in (0, *ks)}
         for prompt in this_round.prompts:
-            for k in order if round_no % 2 else reversed(order):
+            for k in round_order(ks, round_no):
                 replies[k].append(run_one(gen, this_round, prompt, k))
         bases.append(RunTotals.of_replies(replies[0]))
         for k in ks:
             specs[k].append(RunTotals.of_replies(replies[k]))
     return {k: (bases, specs[k]) for k in ks}
+
+
+def round_order(ks: Sequence[DraftLength], round_no: int) -> list[DraftLength]:
+    """The order of one prompt's replies in round `round_no` (from 1): the baseline (K = 0), then
+    every K, reversed every other round."""
+    order: list[DraftLength] = [0, *ks]
+    return order if round_no % 2 else order[::-1]
 
 
 def round_workload(work: Workload, round_no: int) -> Workload:
