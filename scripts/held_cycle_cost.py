@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from pair_script import load_pair, pair_parser  # scripts/, beside this file (the script's own folder is on the path)
 
+from spectui import argtypes
 from spectui.bench import workload
 from spectui.engine.events import CycleStats, Finished, Progress
 from spectui.engine.generation_config import AUTO, DraftControl, DraftLength, GenerationConfig
@@ -78,7 +79,7 @@ def run(gen: Generator, tokens: list[int], config: GenerationConfig, k: DraftLen
 
 def main() -> None:
     parser = pair_parser(__doc__.splitlines()[0], temperature=0.8, tokens=128, threads=2)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=argtypes.repeat, default=2)
     parser.add_argument("--prompt", action="append", help="instead of the three default prompts (repeatable)")
     args = parser.parse_args()
     gen, config = load_pair(args)

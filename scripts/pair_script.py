@@ -9,6 +9,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from spectui import argtypes
 from spectui.engine.drafters.spec import DrafterSpec
 from spectui.engine.generation_config import LLAMA_CPP_SAMPLING, GenerationConfig
 from spectui.engine.generator import Generator, load_generator
@@ -16,13 +17,14 @@ from spectui.errors import SpectuiError
 
 
 def pair_parser(description: str, *, temperature: float, tokens: int, threads: int) -> argparse.ArgumentParser:
-    """A parser for TARGET DRAFT [--temperature] [--tokens] [--threads], with these defaults."""
+    """A parser for TARGET DRAFT [--temperature] [--tokens] [--threads], with these defaults, each
+    checked as spectui's own options are (`spectui.argtypes`: a bad value is one line, exit 2)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("target")
     parser.add_argument("draft")
-    parser.add_argument("--temperature", type=float, default=temperature)
-    parser.add_argument("--tokens", type=int, default=tokens)
-    parser.add_argument("--threads", type=int, default=threads)
+    parser.add_argument("--temperature", type=argtypes.temperature, default=temperature)
+    parser.add_argument("--tokens", type=argtypes.max_tokens, default=tokens)
+    parser.add_argument("--threads", type=argtypes.threads, default=threads)
     return parser
 
 

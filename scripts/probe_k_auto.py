@@ -18,6 +18,7 @@ import time
 
 from pair_script import load_pair, pair_parser  # scripts/, beside this file (the script's own folder is on the path)
 
+from spectui import argtypes
 from spectui.bench import workload
 from spectui.engine.events import Finished, Progress
 from spectui.engine.generation_config import AUTO, DraftControl, DraftLength
@@ -29,7 +30,7 @@ STORY = "Once upon a time, in a small village by the sea, there lived an old fis
 def main() -> None:
     parser = pair_parser(__doc__.splitlines()[0], temperature=0.8, tokens=128, threads=1)
     parser.add_argument("--drafter", default="auto")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=argtypes.repeat, default=2)
     parser.add_argument("--prompt", default=STORY)
     args = parser.parse_args()
     gen, config = load_pair(args, args.drafter)

@@ -21,6 +21,7 @@ from dataclasses import replace
 from pair_script import load_pair, pair_parser  # scripts/, beside this file (the script's own folder is on the path)
 from sweep_never_slower import KINDS, PROMPTS
 
+from spectui import argtypes
 from spectui.bench import WARM_UP_TOKENS, Workload, round_order, round_workload, workload
 from spectui.engine.events import CycleStats, Progress
 from spectui.engine.generation_config import AUTO, DraftLength
@@ -48,7 +49,7 @@ def one_reply(gen: Generator, work: Workload, prompt: str, k: DraftLength) -> tu
 
 def main() -> None:
     parser = pair_parser(__doc__.splitlines()[0], temperature=1.0, tokens=64, threads=2)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=argtypes.repeat, default=7)
     parser.add_argument("--kinds", default=",".join(KINDS), help=f"of {', '.join(KINDS)}")
     args = parser.parse_args()
     kinds = [kind for kind in KINDS if kind in args.kinds.split(",")]
