@@ -12,8 +12,17 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from lossless import GREEDY, N_STEPS, PROMPT, PURE, chi_square_pvalue, exact_distribution, greedy_continuation
-from numerics import assert_same_evaluation
+from lossless import (
+    GREEDY,
+    N_STEPS,
+    PROMPT,
+    PURE,
+    chi_square_pvalue,
+    exact_distribution,
+    greedy_continuation,
+    recorded_continuation,
+)
+from numerics import RowRecorder, assert_same_evaluation, assert_same_or_near_tie
 
 from spectui.engine.doubles.scripted_drafter import ScriptedDrafter
 from spectui.engine.events import Finished
@@ -102,8 +111,11 @@ def test_scripted_misses_are_rejected_where_scripted_and_the_verdict_is_fed_back
 
 @pytest.mark.parametrize("miss_every", [1, 2, 3, 7])
 def test_greedy_output_is_the_targets_whatever_the_drafter_proposes(tiny_pair, target, miss_every):
+    """The target's greedy reply token for token on the CPU; on a GPU, where a verify pass rounds
+    unlike a 1-row pass, it may leave it only at a near-tie (numerics.assert_same_or_near_tie: an
+    H200 left it at token 10 of this prompt, where the two best logits were 0.004 apart)."""
     prompt = target.tokenize("Hello there, what is in the")
-    truth = greedy_continuation(tiny_pair.target, prompt, 40)
+    truth, truth_rows = recorded_continuation(tiny_pair.target, prompt, 40)
     offset = len(prompt)
 
     def script(ctx, k):  # the truth, corrupted at every `miss_every`-th position
@@ -113,8 +125,11 @@ def test_greedy_output_is_the_targets_whatever_the_drafter_proposes(tiny_pair, t
 
     target.reset()
     gen = Generator(target, {"scripted": ScriptedDrafter(script)}, "scripted")
-    events = list(gen.generate(prompt, GenerationConfig(max_tokens=32, sampling=GREEDY), DraftControl(4)))
+    with RowRecorder(target) as recorder:
+        events = list(gen.generate(prompt, GenerationConfig(max_tokens=32, sampling=GREEDY), DraftControl(4)))
     final = events[-1]
-    assert isinstance(final, Finished) and list(final.tokens) == truth[:32]
+    assert isinstance(final, Finished) and len(final.tokens) == 32
+    assert_same_or_near_tie(prompt, truth[:32], truth_rows, final.tokens, recorder.rows,
+                            label=f"miss every {miss_every}")
     if miss_every > 1:
         assert 0 < final.stats.acceptance_rate < 1

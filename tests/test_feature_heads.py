@@ -25,7 +25,7 @@ from head_runs import (
     use_the_hybrid_target,
     write_heads,
 )
-from numerics import GreedyReference, assert_same_distribution, assert_same_evaluation
+from numerics import GreedyReference, assert_same_evaluation, assert_same_proposal
 
 from spectui.cli import main
 from spectui.engine.drafters import DrafterSpec
@@ -172,9 +172,10 @@ def test_head_after_rollbacks_and_a_deep_rewind_equals_a_fresh_one(targets, head
         expected = first_proposal(fresh, kind, context)
     finally:
         fresh.close()
-    assert after.tokens == expected.tokens and len(after.tokens) == 3
-    for got, want in zip(after.dists, expected.dists, strict=True):
-        assert_same_distribution(got.dense(512), want.dense(512))
+    assert len(after.tokens) == 3
+    # Same tokens and q's; on a GPU a draw may part at a boundary rounding moved (an H200 drew
+    # 119 for 201 at position 1), the q's up to there still the same (numerics).
+    assert_same_proposal(after, expected, 512)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -9,10 +9,11 @@ that is not its row's argmax, and any divergence on a backend that must be batch
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from numerics import RowRecorder, assert_same_or_near_tie, logit_bound
+from numerics import RowRecorder, assert_same_or_near_tie, assert_same_proposal, logit_bound
 
 from spectui.engine.doubles.scripted_drafter import ScriptedDrafter
 from spectui.engine.doubles.scripted_target import ScriptedTarget
@@ -113,3 +114,43 @@ def test_a_decision_that_is_not_its_rows_argmax_is_caught(monkeypatch: pytest.Mo
     monkeypatch.setattr(sampling, "greedy", sloppy)
     with pytest.raises(AssertionError, match="not exact against its logits"):
         divergences(target(rounding=0.0))
+
+
+# ----- a drafter's proposals at T > 0 (a head's state after rollbacks against a fresh one) -------
+
+
+def proposals_parting_at_a_swap(second_row_shift: float) -> tuple[SimpleNamespace, SimpleNamespace]:
+    """Two 2-token proposals drawn with one seed: the same first row; the second row's two best
+    tokens 0.002 apart in one evaluation and swapped by rounding in the other (`second_row_shift`
+    adds a real change to every logit of the second row on top)."""
+    cfg = SamplingConfig(temperature=1.0)
+    first = np.random.default_rng(1).standard_normal(N_VOCAB)
+    second = np.random.default_rng(2).standard_normal(N_VOCAB)
+    second[[5, 9]] = second.max() + 1.0, second.max() + 1.002
+    rounded = second.copy()
+    rounded[[5, 9]] = second[9], second[5]
+    rounded += second_row_shift * np.random.default_rng(3).standard_normal(N_VOCAB)
+    for seed in range(100):
+        one, other = [], []
+        for rows, out in ((first, second), one), ((first, rounded), other):
+            rng = np.random.default_rng(seed)
+            dists = [sampling.distribution(row, cfg) for row in rows]
+            out.extend([[sampling.sample(d, rng) for d in dists], dists])
+        if one[0] != other[0]:
+            return SimpleNamespace(tokens=one[0], dists=one[1]), SimpleNamespace(tokens=other[0], dists=other[1])
+    raise AssertionError("no seed draws two different tokens")
+
+
+def test_proposals_may_part_where_rounding_swapped_two_near_equal_tokens() -> None:
+    got, want = proposals_parting_at_a_swap(0.0)
+    assert got.tokens[0] == want.tokens[0] and got.tokens[1] != want.tokens[1]
+    assert assert_same_proposal(got, want, N_VOCAB, exact=False) == 1
+    with pytest.raises(AssertionError, match="must draw the same tokens"):
+        assert_same_proposal(got, want, N_VOCAB, exact=True)
+
+
+def test_proposals_from_different_states_are_caught_where_they_part() -> None:
+    """The second row moved by ~1 nat per logit, as a head fed the wrong row's features would."""
+    got, want = proposals_parting_at_a_swap(1.0)
+    with pytest.raises(AssertionError, match="beyond rounding"):
+        assert_same_proposal(got, want, N_VOCAB, exact=False)
