@@ -24,7 +24,7 @@ from spectui.ui.stats_panel import (
     figures,
     low_acceptance_advice,
 )
-from spectui.ui.worker_reports import ReplyBatcher
+from spectui.ui.worker_reports import ReplyBatcher, UpdatePace
 
 GB = 10**9
 
@@ -219,6 +219,60 @@ def test_batcher_posts_every_event_at_interval_zero_and_one_batch_when_slow() ->
     [update, finished] = posted
     assert update.pieces == (ReplyPiece("Hel", "target"), ReplyPiece("lo", "model", True)) and len(update.cycles) == 2
     assert isinstance(finished, ReplyFinished) and not finished.speculation_off
+
+
+class PacedClock:
+    """Wall and UI-thread CPU time for `UpdatePace`: each batch takes `cost` seconds of the UI's
+    CPU, and the batches come `interval` apart."""
+
+    def __init__(self) -> None:
+        self.wall = self.cpu = 0.0
+
+    def batch(self, pace: UpdatePace, cost: float) -> None:
+        self.wall += pace.interval
+        self.cpu += cost
+        pace.observe()
+
+
+def test_updates_slow_down_while_drawing_them_takes_the_models_core_and_speed_up_again() -> None:
+    clock = PacedClock()
+    pace = UpdatePace(fastest=0.1, slowest=0.5, share=0.1, clock=lambda: clock.wall, cpu=lambda: clock.cpu)
+    for _ in range(20):
+        clock.batch(pace, 0.002)  # 2 ms a batch: 2 % of a core at 10 a second
+    assert pace.interval == 0.1
+    for _ in range(20):
+        clock.batch(pace, 0.030)  # 30 ms (a long chat): 30 % at 10 a second
+    assert abs(pace.interval - 0.3) < 0.01  # where those 30 ms are 10 % of the time
+    for _ in range(20):
+        clock.batch(pace, 0.080)
+    assert pace.interval == 0.5  # never slower than twice a second
+    for _ in range(20):
+        clock.batch(pace, 0.002)
+    assert pace.interval == 0.1
+
+
+def test_a_new_reply_does_not_count_the_idle_time_before_it() -> None:
+    clock = PacedClock()
+    pace = UpdatePace(fastest=0.1, slowest=0.5, share=0.1, clock=lambda: clock.wall, cpu=lambda: clock.cpu)
+    for _ in range(10):
+        clock.batch(pace, 0.030)
+    slowed = pace.interval
+    pace.start_reply()
+    clock.wall += 60.0  # the user reads and types
+    pace.observe()
+    assert pace.interval == slowed  # 60 s of next to no CPU is not a cheap batch
+
+
+def test_the_batcher_follows_its_pace() -> None:
+    posted: list[object] = []
+    pace = UpdatePace(fastest=3600.0)
+    batcher = ReplyBatcher(posted.append, "reply", interval=0.0, pace=pace)
+    for event in events()[:-1]:
+        batcher.add(event)
+    assert posted == []  # an hour between batches: nothing yet
+    pace.interval = 0.0
+    batcher.add(events()[0])
+    assert len(posted) == 1
 
 
 def test_batcher_marks_a_reply_run_entirely_at_k0_as_a_baseline() -> None:

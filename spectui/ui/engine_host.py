@@ -44,7 +44,7 @@ from spectui.ui.messages import (
     ReplyPurpose,
 )
 from spectui.ui.state import ChatState, PairState
-from spectui.ui.worker_reports import UPDATE_INTERVAL, ReplyBatcher, Throttle, tqdm_posting, unexpected
+from spectui.ui.worker_reports import UPDATE_INTERVAL, ReplyBatcher, Throttle, UpdatePace, tqdm_posting, unexpected
 
 CLOSE_WAIT = 5.0
 """Seconds the app, ending, waits for a reply thread to let go of the models before freeing them."""
@@ -99,6 +99,8 @@ class EngineHost(Widget):
     def __init__(self, pair: PairState, *, id: str) -> None:
         super().__init__(id=id)
         self.pair = pair
+        self.pace = UpdatePace()
+        """How often a reply's batches come, slowed while drawing them costs the model its core."""
 
     @property
     def client(self) -> EngineClient:
@@ -241,7 +243,10 @@ class EngineHost(Widget):
         to the chat pane (its messages, a failure too, in the pane's one queue). The batcher is
         made here, on the UI thread: the pane keeps it (what a quit saves)."""
         pane = self.client.chat_pane
-        batcher = ReplyBatcher(pane.post_message, purpose, self.update_interval)
+        self.pace.fastest = self.update_interval
+        self.pace.start_reply()
+        batcher = ReplyBatcher(pane.post_message, purpose, self.update_interval,
+                               self.pace if self.update_interval > 0 else None)
         self._reply_worker(request, batcher, pane.stop_requested)
         return batcher
 

@@ -210,6 +210,8 @@ class ReplyFlow(ChatColumn):
     async def on_reply_batch(self, message: ReplyBatch) -> None:
         """A batch from the reply worker: its pieces into their widget, the reply saved as it
         stands, its cycles into the panel."""
+        if (batcher := self.replies.batcher) is not None and batcher.pace is not None:
+            batcher.pace.observe()  # what drawing the last batch cost sets when the next comes
         with suppress(NoMatches):  # a batch that arrives as the app closes finds its widgets gone
             widget, comparison = self.replies.reply_widget, self.replies.comparison
             if message.purpose == "compare":

@@ -24,6 +24,10 @@ from spectui.session.reply import ReplyDone, ReplyEvent, ReplyPiece
 from spectui.ui.messages import LoadProgress, ReplyBatch, ReplyFinished, ReplyPurpose
 
 UPDATE_INTERVAL = 0.1  # seconds between ReplyBatch messages: ~10 screen updates a second
+SLOWEST_UPDATES = 0.5
+"""The longest the pace (`UpdatePace`) leaves between a reply's screen updates."""
+UI_SHARE = 0.1
+"""The share of one core the UI thread may spend while a reply streams before updates slow."""
 PROGRESS_INTERVAL = 0.1
 Post = Callable[[Message], object]
 
@@ -38,13 +42,52 @@ def unexpected(error: Exception, doing: str) -> str:
     return report(error, doing)
 
 
-class ReplyBatcher:
-    """Collects a reply's events and posts them in batches a few times a second."""
+class UpdatePace:
+    """How often a streaming reply's batches reach the screen: every `fastest` seconds while the
+    UI thread spends under `share` of a core, less often (up to `slowest`) as drawing costs more.
 
-    def __init__(self, post: Post, purpose: ReplyPurpose, interval: float = UPDATE_INTERVAL) -> None:
+    Each batch makes Textual lay out and redraw the screen, the chat's every block included, so
+    the cost grows with the chat: measured in the app on 2 cores (docs/BENCHMARKS.md, "The app's
+    own cost"), 10 updates a second took 44-64 % of a core by the third reply and the model,
+    whose threads wait for the core the UI took, decoded at 11-27 tok/s instead of 34-38. The
+    UI thread's own CPU time (`time.thread_time`) between batches says what they cost here.
+
+    `observe` runs on the UI thread at each batch; the reply's worker reads `interval` (a float
+    written whole: no lock needed)."""
+
+    def __init__(self, fastest: float = UPDATE_INTERVAL, slowest: float = SLOWEST_UPDATES,
+                 share: float = UI_SHARE, clock: Callable[[], float] = time.monotonic,
+                 cpu: Callable[[], float] = time.thread_time) -> None:
+        self.fastest, self.slowest, self.share = fastest, max(fastest, slowest), share
+        self.clock, self.cpu = clock, cpu
+        """Wall time, and the CPU time of the thread that calls `observe` (the UI's)."""
+        self.interval = fastest
+        self._last: tuple[float, float] | None = None
+        """(wall clock, UI thread CPU time) at the last batch of this reply."""
+
+    def start_reply(self) -> None:
+        """A reply starts: the idle time before it says nothing of what drawing it costs."""
+        self._last = None
+
+    def observe(self) -> None:
+        wall, cpu = self.clock(), self.cpu()
+        if self._last is not None and (elapsed := wall - self._last[0]) > 0:
+            used = (cpu - self._last[1]) / elapsed
+            wanted = self.interval * used / self.share  # the interval at which that cost is `share`
+            self.interval = min(self.slowest, max(self.fastest, (self.interval + wanted) / 2))
+        self._last = (wall, cpu)
+
+
+class ReplyBatcher:
+    """Collects a reply's events and posts them in batches a few times a second (at `pace`'s
+    interval when given, else every `interval` seconds)."""
+
+    def __init__(self, post: Post, purpose: ReplyPurpose, interval: float = UPDATE_INTERVAL,
+                 pace: UpdatePace | None = None) -> None:
         self.post = post
         self.purpose = purpose
-        self.interval = interval
+        self._interval = interval
+        self.pace = pace
         self.pieces: list[ReplyPiece] = []
         self.streamed: list[ReplyPiece] = []
         """Every piece of the reply so far, posted or not (what a quit saves)."""
@@ -73,6 +116,10 @@ class ReplyBatcher:
             return
         if time.monotonic() - self._last_post >= self.interval:
             self.flush()
+
+    @property
+    def interval(self) -> float:
+        return self.pace.interval if self.pace is not None else self._interval
 
     def split(self) -> tuple[str, str]:
         """Everything streamed so far as (answer, reasoning), as the reply's widget shows it."""
