@@ -5,9 +5,17 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from spectui.engine.events import GenerationStats
+from spectui.engine.events import CycleStats, GenerationStats
 from spectui.session import machine
-from spectui.session.baseline import PROBE_TOKENS, Baseline, baseline_probe, from_stats
+from spectui.session.baseline import (
+    OWN_CYCLES_SOURCE,
+    OWN_CYCLES_TOKENS,
+    PROBE_TOKENS,
+    Baseline,
+    baseline_probe,
+    from_plain_cycles,
+    from_stats,
+)
 from spectui.ui.stats_panel import MIN_MEASURED_TOKENS, figures
 
 NOW = datetime(2026, 11, 23, 12, 0)
@@ -86,3 +94,52 @@ def test_the_meter_counts_other_programs_and_not_this_one(tmp_path, monkeypatch)
     clock[0] += 1.0
     write(user=1300, idle=5300, own=280)
     assert meter.others() == 0.0
+
+
+# ----- a reply's own 1-row passes as its baseline ---------------------------------------------
+
+
+def plain(seconds: float = 0.025, draft_seconds: float = 0.0) -> CycleStats:
+    return CycleStats(0, 0, 0, 1, seconds, draft_seconds=draft_seconds)
+
+
+def drafted(seconds: float = 0.060) -> CycleStats:
+    return CycleStats(4, 4, 2, 3, seconds, "model", draft_seconds=0.030)
+
+
+def test_a_reply_held_at_k0_is_its_own_baseline_once_long_enough() -> None:
+    assert from_plain_cycles([plain()] * OWN_CYCLES_TOKENS) is None  # the first one follows nothing plain
+    own = from_plain_cycles([plain()] * (OWN_CYCLES_TOKENS + 1))
+    assert own is not None and own.source == OWN_CYCLES_SOURCE and own.tokens == OWN_CYCLES_TOKENS
+    assert abs(own.tokens_per_second - 40.0) < 1e-9
+
+
+def test_only_plain_passes_after_plain_passes_count() -> None:
+    """The pass after a drafting cycle is slower (the target's threads woke from the draft's
+    turn: speculation's cost) and a draft pass that proposed nothing is not a plain pass: counted,
+    either would make the baseline slower and the speed-up look better than it is."""
+    slow_after_draft = plain(seconds=0.050)
+    gave_up = plain(seconds=0.040, draft_seconds=0.015)  # the draft ran a pass and proposed nothing
+    cycles = [*([plain()] * 20), drafted(), slow_after_draft, *([plain()] * 20), gave_up, slow_after_draft,
+              *([plain()] * 10)]
+    own = from_plain_cycles(cycles)
+    assert own is not None and own.tokens == 19 + 20 + 10
+    assert abs(own.tokens_per_second - 40.0) < 1e-9
+
+
+def test_a_lookups_search_is_left_out_of_a_plain_pass() -> None:
+    """A lookup that searched and found nothing: its microseconds are the drafters', not the pass's."""
+    own = from_plain_cycles([plain(seconds=0.0251, draft_seconds=0.0001)] * 40)
+    assert own is not None and abs(own.tokens_per_second - 40.0) < 1e-6
+
+
+def test_the_panel_compares_a_reply_with_its_own_passes_once_it_has_them() -> None:
+    from spectui.ui.stats_panel import PanelState
+
+    state = PanelState(baseline=baseline())
+    state.cycles = [plain(seconds=0.050)] * 10  # 20 tok/s, but too few yet
+    assert state.compared_baseline() is state.baseline
+    state.cycles = [plain(seconds=0.050)] * (OWN_CYCLES_TOKENS + 1)
+    own = state.compared_baseline()
+    assert own is not None and own.source == OWN_CYCLES_SOURCE and abs(own.tokens_per_second - 20.0) < 1e-9
+    assert dict(figures(GenerationStats(decode_tokens=40, decode_seconds=2.0), own))["speedup"] == "1.00x"

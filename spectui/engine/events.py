@@ -103,6 +103,8 @@ class CycleStats:
     """Leaves of the proposal: 1 for a chain, more for a token tree (`drafted` is its nodes)."""
     held: HoldBack | None = None
     """K = auto held a drafter at K = 0 this cycle, and why (None: nothing held)."""
+    draft_seconds: float = 0.0
+    """Of `seconds`, the drafters' (the rest is the target's pass and the step's decisions)."""
 
 
 @dataclass

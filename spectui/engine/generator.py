@@ -244,7 +244,8 @@ class _Reply:
             laps.lap("bookkeeping")
             host = step.host + laps.cost() + hostcost.HostCost(bookkeeping=tail)
             cycle = CycleStats(k, step.drafted, step.accepted, emitted,
-                               step.draft_seconds + step.verify_seconds, source, probe, host, step.branches, held)
+                               step.draft_seconds + step.verify_seconds, source, probe, host, step.branches, held,
+                               step.draft_seconds)
             started = hostcost.now()
             self.stats.add_cycle(cycle)
             self._count_traffic()

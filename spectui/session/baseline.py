@@ -14,13 +14,13 @@ long ago it was measured.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from spectui import faults
-from spectui.engine.events import Finished, GenerationStats
+from spectui.engine.events import CycleStats, Finished, GenerationStats
 from spectui.engine.generation_config import AUTO, DraftControl, SamplingConfig
 from spectui.session.machine import load_changed
 from spectui.session.reply import ReplyDone, ReplyRequest, run_reply
@@ -87,6 +87,35 @@ def from_stats(stats: GenerationStats, source: str, others_load: float | None = 
         return None
     return Baseline(stats.decode_tps, stats.decode_tokens, source,
                     round_trips_per_token=stats.round_trips_per_token, others_load=others_load)
+
+
+OWN_CYCLES_TOKENS = 32
+"""Tokens a reply must have decoded in passes that verified no draft before they are its baseline."""
+OWN_CYCLES_SOURCE = "this reply's own 1-row passes"
+PLAIN_DRAFT_SHARE = 0.1
+"""A cycle that spent more of its time drafting than this (a draft model's pass that ended with
+no token) is not a plain one, and neither is the next: the target's threads, idle while the
+draft ran, wake late for its pass - a cost of speculation, which a baseline must not carry."""
+
+
+def from_plain_cycles(cycles: Iterable[CycleStats]) -> Baseline | None:
+    """A reply's cycles that drafted nothing and followed one that drafted nothing (K = auto
+    holding back, a baseline probe), each a 1-row pass of the target, timed as a reply with
+    speculation off is: the baseline measured under this reply's own conditions (its context,
+    the machine's load, the app drawing it beside the model), where the baseline from the last
+    load or reply was measured under others. In the app on 2 cores a K = 0 reply's speed fell
+    from 41 to 26 tok/s over six replies of one chat (docs/BENCHMARKS.md, "The app's own cost"):
+    against a baseline from the load, a reply held at K = 0 throughout read 0.78x. None until
+    `OWN_CYCLES_TOKENS` were decoded so."""
+    tokens, seconds, after_plain = 0, 0.0, False
+    for cycle in cycles:
+        plain = cycle.drafted == 0 and cycle.draft_seconds <= PLAIN_DRAFT_SHARE * cycle.seconds
+        if plain and after_plain:
+            tokens, seconds = tokens + cycle.emitted, seconds + cycle.seconds - cycle.draft_seconds
+        after_plain = plain
+    if tokens < OWN_CYCLES_TOKENS or seconds <= 0:
+        return None
+    return Baseline(tokens / seconds, tokens, OWN_CYCLES_SOURCE)
 
 
 def from_finished(finished: Finished, source: str, others_load: float | None = None) -> Baseline | None:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -24,7 +25,7 @@ from spectui.engine.drafters.spec import DrafterInfo
 from spectui.engine.events import CycleStats, GenerationStats
 from spectui.engine.generation_config import DraftControl
 from spectui.safe_text import line
-from spectui.session.baseline import Baseline
+from spectui.session.baseline import Baseline, from_plain_cycles
 from spectui.session.figures import describe_k
 
 HIDDEN = "(hidden)"
@@ -168,6 +169,11 @@ class PanelState:
     thinking_live: bool = False
     """The reply is still thinking."""
 
+    def compared_baseline(self) -> Baseline | None:
+        """What this reply's speed is compared with: its own passes that verified no draft once
+        there are enough of them (measured under its own conditions), else `baseline`."""
+        return from_plain_cycles(self.cycles) or self.baseline
+
     def follow_thinking(self, still_thinking: bool) -> None:
         """After a batch of a reply that has reasoning: count it while it lasts, then freeze."""
         totals = self.totals
@@ -195,6 +201,8 @@ class StatsPanel(Vertical):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.show_timings = show_timings
         self.state = PanelState()
+        self._shown: dict[str, str] = {}
+        """Each line's text as last shown, by widget id (`_put`)."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="gpu-line")
@@ -294,27 +302,45 @@ class StatsPanel(Vertical):
         grid.add_column(style="dim")
         grid.add_column(style="bold")
         rows = [("drafter", state.drafter_label), ("K (draft length)", state.k_label),
-                *figures(state.totals, state.baseline, self.show_timings, state.measuring)]
+                *figures(state.totals, state.compared_baseline(), self.show_timings, state.measuring)]
         if (thinking := state.thinking_value(self.show_timings)) is not None:
             rows.append(("thinking", thinking))
+        width = max((len(label) for label, _ in rows), default=0)
         for label, value in rows:  # Text, not markup: a drafter's label names its file
             grid.add_row(Text(label), Text(line(value)))
-        self.query_one("#figures", Static).update(grid)
+        self._put("figures", grid, "\n".join(f"{label:<{width}}  {line(value)}" for label, value in rows))
         gpu_line = self.query_one("#gpu-line", Static)
-        gpu_line.update(Text(line(state.gpu_line)))
+        self._put("gpu-line", Text(line(state.gpu_line)), line(state.gpu_line))
         gpu_line.display = bool(state.gpu_line)
-        self.query_one("#settings-line", Static).update(Text(line(state.settings_line)))
+        self._put("settings-line", Text(line(state.settings_line)), line(state.settings_line))
         self.query_one("#accept-spark", Sparkline).data = acceptance_series(state.cycles)
         speeds = speed_series(state.cycles) if self.show_timings else []
         self.query_one("#speed-spark", Sparkline).data = speeds
-        self.query_one("#baseline-note", Static).update(Text(line(self._baseline_note())))
+        self._put("baseline-note", Text(line(self._baseline_note())), line(self._baseline_note()))
         warm = state.warm_note if self.show_timings else PERCENT.sub(HIDDEN, state.warm_note)
         held = hold_note(state.totals) if self.show_timings else ""  # it follows the timings
         notes = "\n".join(line(note) for note in [held, *state.notes, warm] if note).strip()
-        self.query_one("#panel-notes", Static).update(Text(notes))
+        self._put("panel-notes", Text(notes), notes)
+
+    def _put(self, widget_id: str, content: Text | Table, plain: str) -> None:
+        """Show `content` (whose text is `plain`) in the panel's Static `widget_id`, only if its
+        text changed, and with a layout only if its height may have. A layout reflows the whole
+        screen, the chat's every block included: asked for by each of a reply's ~10 batches a
+        second it took ~40 % of a core beside the model (docs/BENCHMARKS.md, "The app's own cost")."""
+        if self._shown.get(widget_id) == plain:
+            return
+        widget = self.query_one(f"#{widget_id}", Static)
+        before, self._shown[widget_id] = self._shown.get(widget_id), plain
+        room = widget.content_region.width
+
+        def fits(text: str) -> bool:
+            return room > 0 and all(cell_len(part) <= room for part in text.split("\n"))
+
+        same_height = before is not None and before.count("\n") == plain.count("\n") and fits(before) and fits(plain)
+        widget.update(content, layout=not same_height)
 
     def _baseline_note(self) -> str:
-        baseline = self.state.baseline
+        baseline = self.state.compared_baseline()
         if baseline is None:
             if not self.state.measuring:
                 return "baseline: none (no model loaded, or the measurement was stopped)"
