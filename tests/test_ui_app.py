@@ -92,6 +92,27 @@ async def test_k_keys_change_k_from_the_next_cycle_of_a_running_reply(pair) -> N
 
 
 @run_async
+async def test_a_streaming_reply_shows_no_animated_bar_and_paces_its_updates(pair) -> None:
+    """An indeterminate bar redraws ~15 times a second beside the model's threads: a reply says
+    "generating…" and streams, with no bar; its batches come at the pace (not every event)."""
+    from textual.widgets import ProgressBar
+
+    app = GatedApp(options(pair, k=2, max_tokens=64))
+    app.engine.update_interval = 0.1
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "Count to ten.", wait=False)
+        await held(pilot)
+        assert "generating" in shown(app.query_one("#status", Static))
+        assert not app.query_one("#load-progress", ProgressBar).display
+        batcher = app.replies.batcher
+        assert batcher is not None and batcher.pace is app.engine.pace
+        app.release()
+        await until(pilot, lambda: app.replies.busy is None, "the reply to finish")
+        assert "ready" in shown(app.query_one("#status", Static))
+
+
+@run_async
 async def test_a_stale_baseline_is_measured_again_by_a_probe_at_the_start_of_the_next_reply(pair) -> None:
     from dataclasses import replace
     from datetime import timedelta

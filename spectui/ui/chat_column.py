@@ -104,8 +104,8 @@ class ChatColumn(Vertical):
     async def note(self, text: str, kind: str = "info") -> None:
         await self.log_view.add(NoteMessage(text, kind))
 
-    def set_status(self, text: str, fraction: float | None = None, *, busy: bool = True) -> None:
-        self.status_line.show(text, fraction, busy=busy)
+    def set_status(self, text: str, fraction: float | None = None, *, busy: bool = True, bar: bool = True) -> None:
+        self.status_line.show(text, fraction, busy=busy, bar=bar)
 
     def ready_status(self) -> None:
         if self.host.pair.ready and self.replies.busy is None:

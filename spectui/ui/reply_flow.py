@@ -136,7 +136,7 @@ class ReplyFlow(ChatColumn):
         pair = self.host.pair
         self.replies.busy = purpose
         self.replies.stop_requested.clear()
-        self.set_status("generating… (Escape stops)", None)
+        self.set_status("generating… (Escape stops)", None, bar=False)
         probe = baseline_probe(pair.baseline, pair.load_meter.others()) if purpose == "reply" else 0
         request = pair.options.reply_request(messages, control, settings=self.chat.conversation.settings,
                                              style=self.prompt_style(),
