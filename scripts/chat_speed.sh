@@ -22,14 +22,8 @@ SESSION="spectui-chat-speed-$$"
 HOME_DIR=$(mktemp -d)
 trap 'tmux kill-session -t "$SESSION" 2>/dev/null || true; rm -rf "$HOME_DIR"' EXIT
 
-screen() { tmux capture-pane -p -t "$SESSION"; }
-wait_for() {  # wait_for TEXT SECONDS
-    local deadline=$((SECONDS + $2))
-    until screen | grep -qF -- "$1"; do
-        if ((SECONDS >= deadline)); then echo "'$1' did not appear within $2 s" >&2; screen >&2; return 1; fi
-        sleep 0.1
-    done
-}
+# shellcheck source=scripts/tmux_screen.sh
+source "$ROOT/scripts/tmux_screen.sh"
 
 tmux new-session -d -s "$SESSION" -x "${COLS:-120}" -y "${ROWS:-40}" \
     "cd '$SRC' && SPECTUI_HOME='$HOME_DIR' '$PYTHON' -m spectui chat --target '$TARGET' --draft '$DRAFT' -k $K \

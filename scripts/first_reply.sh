@@ -29,19 +29,8 @@ SESSION="spectui-first-$$"
 WORK=$(mktemp -d)
 trap 'tmux kill-session -t "$SESSION" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
-screen() { tmux capture-pane -p -t "$SESSION"; }
-
-wait_for() {  # wait_for TEXT SECONDS
-    local deadline=$((SECONDS + $2))
-    until screen | grep -qF -- "$1"; do
-        if ((SECONDS >= deadline)); then
-            echo "'$1' did not appear within $2 s" >&2
-            screen >&2
-            return 1
-        fi
-        sleep 0.1
-    done
-}
+# shellcheck source=scripts/tmux_screen.sh
+source "$ROOT/scripts/tmux_screen.sh"
 
 now() { date +%s.%N; }
 
