@@ -108,10 +108,21 @@ def drafted(seconds: float = 0.060) -> CycleStats:
 
 
 def test_a_reply_held_at_k0_is_its_own_baseline_once_long_enough() -> None:
-    assert from_plain_cycles([plain()] * OWN_CYCLES_TOKENS) is None  # the first one follows nothing plain
-    own = from_plain_cycles([plain()] * (OWN_CYCLES_TOKENS + 1))
+    assert from_plain_cycles([plain()] * (OWN_CYCLES_TOKENS - 1)) is None
+    own = from_plain_cycles([plain()] * OWN_CYCLES_TOKENS)
     assert own is not None and own.source == OWN_CYCLES_SOURCE and own.tokens == OWN_CYCLES_TOKENS
     assert abs(own.tokens_per_second - 40.0) < 1e-9
+
+
+def test_a_reply_at_k0_is_compared_with_exactly_itself() -> None:
+    """Every pass of a K = 0 reply counts, the first too: its speed-up reads 1.00x, not 0.98x."""
+    cycles = [plain(seconds=0.020 + 0.001 * (i % 7)) for i in range(40)]
+    own = from_plain_cycles(cycles)
+    assert own is not None and own.tokens == 40
+    stats = GenerationStats()
+    for cycle in cycles:
+        stats.add_cycle(cycle)
+    assert abs(own.tokens_per_second - stats.decode_tps) < 1e-9
 
 
 def test_only_plain_passes_after_plain_passes_count() -> None:
@@ -123,7 +134,7 @@ def test_only_plain_passes_after_plain_passes_count() -> None:
     cycles = [*([plain()] * 20), drafted(), slow_after_draft, *([plain()] * 20), gave_up, slow_after_draft,
               *([plain()] * 10)]
     own = from_plain_cycles(cycles)
-    assert own is not None and own.tokens == 19 + 20 + 10
+    assert own is not None and own.tokens == 20 + 20 + 10
     assert abs(own.tokens_per_second - 40.0) < 1e-9
 
 
@@ -139,7 +150,7 @@ def test_the_panel_compares_a_reply_with_its_own_passes_once_it_has_them() -> No
     state = PanelState(baseline=baseline())
     state.cycles = [plain(seconds=0.050)] * 10  # 20 tok/s, but too few yet
     assert state.compared_baseline() is state.baseline
-    state.cycles = [plain(seconds=0.050)] * (OWN_CYCLES_TOKENS + 1)
+    state.cycles = [plain(seconds=0.050)] * OWN_CYCLES_TOKENS
     own = state.compared_baseline()
     assert own is not None and own.source == OWN_CYCLES_SOURCE and abs(own.tokens_per_second - 20.0) < 1e-9
     assert dict(figures(GenerationStats(decode_tokens=40, decode_seconds=2.0), own))["speedup"] == "1.00x"

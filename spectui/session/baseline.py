@@ -107,7 +107,7 @@ def from_plain_cycles(cycles: Iterable[CycleStats]) -> Baseline | None:
     from 41 to 26 tok/s over six replies of one chat (docs/BENCHMARKS.md, "The app's own cost"):
     against a baseline from the load, a reply held at K = 0 throughout read 0.78x. None until
     `OWN_CYCLES_TOKENS` were decoded so."""
-    tokens, seconds, after_plain = 0, 0.0, False
+    tokens, seconds, after_plain = 0, 0.0, True  # the first follows the prompt's pass: a K = 0 reply counts whole
     for cycle in cycles:
         plain = cycle.drafted == 0 and cycle.draft_seconds <= PLAIN_DRAFT_SHARE * cycle.seconds
         if plain and after_plain:
