@@ -216,8 +216,9 @@ def test_batcher_posts_every_event_at_interval_zero_and_one_batch_when_slow() ->
     slow = ReplyBatcher(posted.append, "reply", interval=3600.0)
     for event in events():
         slow.add(event)
-    [update, finished] = posted
-    assert update.pieces == (ReplyPiece("Hel", "target"), ReplyPiece("lo", "model", True)) and len(update.cycles) == 2
+    [first, update, finished] = posted  # the first text at once, then the rest in one batch
+    assert first.pieces == (ReplyPiece("Hel", "target"),) and first.cycles == ()
+    assert update.pieces == (ReplyPiece("lo", "model", True),) and len(update.cycles) == 2
     assert isinstance(finished, ReplyFinished) and not finished.speculation_off
 
 
@@ -269,10 +270,11 @@ def test_the_batcher_follows_its_pace() -> None:
     batcher = ReplyBatcher(posted.append, "reply", interval=0.0, pace=pace)
     for event in events()[:-1]:
         batcher.add(event)
-    assert posted == []  # an hour between batches: nothing yet
+    [first] = posted  # the reply's first text at once: its first token is never held for the pace
+    assert first.pieces == (ReplyPiece("Hel", "target"),) and first.cycles == ()
     pace.interval = 0.0
-    batcher.add(events()[0])
-    assert len(posted) == 1
+    batcher.add(events()[1])
+    assert len(posted) == 2 and posted[1].pieces == (ReplyPiece("lo", "model", True),) and len(posted[1].cycles) == 3
 
 
 def test_batcher_marks_a_reply_run_entirely_at_k0_as_a_baseline() -> None:

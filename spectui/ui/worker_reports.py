@@ -114,7 +114,8 @@ class ReplyBatcher:
             self.post(ReplyFinished(self.purpose, event, speculation_off))
             self.done.set()
             return
-        if time.monotonic() - self._last_post >= self.interval:
+        first_text = isinstance(event, ReplyPiece) and len(self.streamed) == 1  # shown at once, whatever the pace
+        if first_text or time.monotonic() - self._last_post >= self.interval:
             self.flush()
 
     @property
