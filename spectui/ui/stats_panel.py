@@ -301,32 +301,33 @@ class StatsPanel(Vertical):
         grid = Table.grid(padding=(0, 1))
         grid.add_column(style="dim")
         grid.add_column(style="bold")
+        compared = state.compared_baseline()
         rows = [("drafter", state.drafter_label), ("K (draft length)", state.k_label),
-                *figures(state.totals, state.compared_baseline(), self.show_timings, state.measuring)]
+                *figures(state.totals, compared, self.show_timings, state.measuring)]
         if (thinking := state.thinking_value(self.show_timings)) is not None:
             rows.append(("thinking", thinking))
         width = max((len(label) for label, _ in rows), default=0)
         for label, value in rows:  # Text, not markup: a drafter's label names its file
             grid.add_row(Text(label), Text(line(value)))
-        self._put("figures", grid, "\n".join(f"{label:<{width}}  {line(value)}" for label, value in rows))
-        gpu_line = self.query_one("#gpu-line", Static)
-        self._put("gpu-line", Text(line(state.gpu_line)), line(state.gpu_line))
-        gpu_line.display = bool(state.gpu_line)
-        self._put("settings-line", Text(line(state.settings_line)), line(state.settings_line))
+        self._put("figures", "\n".join(f"{label:<{width}}  {line(value)}" for label, value in rows), grid)
+        self._put("gpu-line", line(state.gpu_line))
+        self.query_one("#gpu-line", Static).display = bool(state.gpu_line)
+        self._put("settings-line", line(state.settings_line))
         self.query_one("#accept-spark", Sparkline).data = acceptance_series(state.cycles)
         speeds = speed_series(state.cycles) if self.show_timings else []
         self.query_one("#speed-spark", Sparkline).data = speeds
-        self._put("baseline-note", Text(line(self._baseline_note())), line(self._baseline_note()))
+        self._put("baseline-note", line(self._baseline_note(compared)))
         warm = state.warm_note if self.show_timings else PERCENT.sub(HIDDEN, state.warm_note)
         held = hold_note(state.totals) if self.show_timings else ""  # it follows the timings
         notes = "\n".join(line(note) for note in [held, *state.notes, warm] if note).strip()
-        self._put("panel-notes", Text(notes), notes)
+        self._put("panel-notes", notes)
 
-    def _put(self, widget_id: str, content: Text | Table, plain: str) -> None:
-        """Show `content` (whose text is `plain`) in the panel's Static `widget_id`, only if its
-        text changed, and with a layout only if its height may have. A layout reflows the whole
-        screen, the chat's every block included: asked for by each of a reply's ~10 batches a
-        second it took ~40 % of a core beside the model (docs/BENCHMARKS.md, "The app's own cost")."""
+    def _put(self, widget_id: str, plain: str, content: Table | None = None) -> None:
+        """Show `plain` (as Text, not markup) or `content`, whose text it is, in the panel's Static
+        `widget_id`, only if that text changed, and with a layout only if its height may have. A
+        layout reflows the whole screen, the chat's every block included: asked for by each of a
+        reply's ~10 batches a second it took ~40 % of a core beside the model (docs/BENCHMARKS.md,
+        "The app's own cost")."""
         if self._shown.get(widget_id) == plain:
             return
         widget = self.query_one(f"#{widget_id}", Static)
@@ -337,10 +338,10 @@ class StatsPanel(Vertical):
             return room > 0 and all(cell_len(part) <= room for part in text.split("\n"))
 
         same_height = before is not None and before.count("\n") == plain.count("\n") and fits(before) and fits(plain)
-        widget.update(content, layout=not same_height)
+        widget.update(Text(plain) if content is None else content, layout=not same_height)
 
-    def _baseline_note(self) -> str:
-        baseline = self.state.compared_baseline()
+    def _baseline_note(self, baseline: Baseline | None) -> str:
+        """The line under the figures: what `baseline` (the one the reply is compared with) is."""
         if baseline is None:
             if not self.state.measuring:
                 return "baseline: none (no model loaded, or the measurement was stopped)"
