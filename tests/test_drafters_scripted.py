@@ -17,8 +17,8 @@ from lossless import (
     N_STEPS,
     PROMPT,
     PURE,
+    DrawnFrom,
     chi_square_pvalue,
-    exact_distribution,
     greedy_continuation,
     recorded_continuation,
 )
@@ -41,28 +41,30 @@ def target(tiny_pair):
 
 
 def point_mass_samples(target: LlamaModel, context: list[int], proposal: list[int], cfg: SamplingConfig,
-                       monkeypatch_rule=None) -> tuple[list[list[int]], Counter]:
+                       monkeypatch_rule=None) -> tuple[list[list[int]], Counter, DrawnFrom]:
     drafter = ScriptedDrafter(lambda ctx, k: proposal)
     target.reset()
     target.sync(context[:-1])
     rng = np.random.default_rng(7)
     outputs, kinds = [], Counter()
+    drawn = DrawnFrom(target, context)
     for _ in range(N_STEPS):
-        step = speculative.speculative_step(target, drafter, context, FixedBudget(len(proposal)), cfg, rng)
+        step = drawn.step(lambda: speculative.speculative_step(target, drafter, context, FixedBudget(len(proposal)),
+                                                               cfg, rng))
         outputs.append(step.tokens)
         kinds["accepted_first"] += step.accepted >= 1
         kinds["rejected_first"] += step.accepted == 0
-    return outputs, kinds
+    return outputs, kinds, drawn
 
 
 def check_point_mass(tiny_pair, target, cfg) -> tuple[float, float, Counter]:
     context = target.tokenize(PROMPT)
     proposal = greedy_continuation(tiny_pair.target, context, 2)  # the likeliest tokens: p ≈ 0.3-0.5
-    outputs, kinds = point_mass_samples(target, context, proposal, cfg)
+    outputs, kinds, drawn = point_mass_samples(target, context, proposal, cfg)
     first = [out[0] for out in outputs]
-    p_first = chi_square_pvalue(first, exact_distribution(tiny_pair, context, cfg))
+    p_first = chi_square_pvalue(first, drawn.expected(tiny_pair, cfg))
     second = [out[1] for out in outputs if out[0] == proposal[0] and len(out) > 1]
-    p_second = chi_square_pvalue(second, exact_distribution(tiny_pair, [*context, proposal[0]], cfg))
+    p_second = chi_square_pvalue(second, drawn.expected(tiny_pair, cfg, (proposal[0],)))
     return p_first, p_second, kinds
 
 

@@ -26,8 +26,8 @@ from lossless import (
     PROCESSED,
     PROMPT,
     PURE,
+    DrawnFrom,
     chi_square_pvalue,
-    exact_distribution,
     greedy_continuation,
     recorded_continuation,
 )
@@ -288,23 +288,24 @@ def tree_samples(tiny_pair, target, cfg: SamplingConfig, replace: bool):
     target.reset()
     target.sync(context[:-1])
     outputs, kinds = [], Counter()
+    drawn = DrawnFrom(target, context)
     for _ in range(TREE_STEPS):
-        step = speculative.speculative_step(target, drafter, context, FixedBudget(16), cfg, rng)
+        step = drawn.step(lambda: speculative.speculative_step(target, drafter, context, FixedBudget(16), cfg, rng))
         outputs.append(step.tokens)
         first = step.path[0] if step.path else None
         kinds["first child"] += first == 0
         kinds["later child"] += first is not None and first > 0
         kinds["all rejected"] += first is None
-    return outputs, kinds, context
+    return outputs, kinds, drawn
 
 
 def check_tree(tiny_pair, target, cfg, replace=False) -> tuple[float, float, Counter]:
-    outputs, kinds, context = tree_samples(tiny_pair, target, cfg, replace)
+    outputs, kinds, drawn = tree_samples(tiny_pair, target, cfg, replace)
     first = [out[0] for out in outputs]
-    p_first = chi_square_pvalue(first, exact_distribution(tiny_pair, context, cfg))
+    p_first = chi_square_pvalue(first, drawn.expected(tiny_pair, cfg))
     mode = Counter(first).most_common(1)[0][0]
     second = [out[1] for out in outputs if out[0] == mode and len(out) > 1]
-    p_second = chi_square_pvalue(second, exact_distribution(tiny_pair, [*context, mode], cfg))
+    p_second = chi_square_pvalue(second, drawn.expected(tiny_pair, cfg, (mode,)))
     return p_first, p_second, kinds
 
 

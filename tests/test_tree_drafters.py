@@ -16,7 +16,7 @@ from collections import Counter
 import numpy as np
 import pytest
 import tiny_hybrid
-from lossless import GREEDY, PROCESSED, PROMPT, PURE, chi_square_pvalue, exact_distribution, recorded_continuation
+from lossless import GREEDY, PROCESSED, PROMPT, PURE, DrawnFrom, chi_square_pvalue, recorded_continuation
 from numerics import RowRecorder, assert_same_or_near_tie
 from tree_budget import TreeBudget
 
@@ -163,26 +163,28 @@ def draft_tree_samples(tiny_pair, generator, cfg):
     drafter.prefill(context[:-1])
     rng = np.random.default_rng(2024)
     outputs, kinds = [], Counter()
+    drawn = DrawnFrom(generator.target, context)
     for _ in range(STEPS):
-        step = speculative.speculative_step(generator.target, drafter, context, TreeBudget(3, row_value=0.0), cfg, rng)
+        step = drawn.step(lambda: speculative.speculative_step(generator.target, drafter, context,
+                                                               TreeBudget(3, row_value=0.0), cfg, rng))
         outputs.append(step.tokens)
         first = step.path[0] if step.proposal.is_tree and step.path else (0 if step.accepted else None)
         kinds["first choice"] += first == 0
         kinds["later candidate"] += first is not None and first > 0
         kinds["all rejected"] += first is None
-    return outputs, kinds, context
+    return outputs, kinds, drawn
 
 
 @pytest.mark.parametrize("cfg", [PURE, PROCESSED], ids=["T1-pure", "T0.8-topk-topp-minp"])
 def test_the_draft_models_trees_reproduce_the_target_distribution(tiny_pair, generator, cfg):
-    outputs, kinds, context = draft_tree_samples(tiny_pair, generator, cfg)
+    outputs, kinds, drawn = draft_tree_samples(tiny_pair, generator, cfg)
     for kind in ("first choice", "later candidate", "all rejected"):
         assert kinds[kind] > STEPS * 0.05, kinds
     first = [out[0] for out in outputs]
-    p_first = chi_square_pvalue(first, exact_distribution(tiny_pair, context, cfg))
+    p_first = chi_square_pvalue(first, drawn.expected(tiny_pair, cfg))
     mode = Counter(first).most_common(1)[0][0]
     second = [out[1] for out in outputs if out[0] == mode and len(out) > 1]
-    p_second = chi_square_pvalue(second, exact_distribution(tiny_pair, [*context, mode], cfg))
+    p_second = chi_square_pvalue(second, drawn.expected(tiny_pair, cfg, (mode,)))
     assert p_first > 0.001 and p_second > 0.001, (p_first, p_second)
 
 
