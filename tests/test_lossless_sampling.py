@@ -78,8 +78,8 @@ class Nudged:
 
 def nudged_samples(tiny_pair, delta_in_bounds: float, n: int):
     """Plain T = 1 draws (no drafter: every token from a verify row) with min-p's cut set a
-    quarter of the rounding bound under a token of ~0.8 % of the mass (a TV under the CPU's 0.01), and that token's logit
-    nudged by `delta_in_bounds` bounds."""
+    quarter of the rounding bound under a token of ~0.8 % of the mass (a TV under the CPU's
+    0.01), and that token's logit nudged by `delta_in_bounds` bounds."""
     with LlamaModel.load(tiny_pair.target, n_ctx=256) as model:
         context = model.tokenize(PROMPT)
         fresh = model.sync(context).copy()
