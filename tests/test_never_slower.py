@@ -57,7 +57,10 @@ class CostedTarget(ScriptedTarget):
 class CostedDrafter(ScriptedDrafter):
     """Proposes the target's own greedy tokens, each right with chance `acceptance` (a miss ends
     what it gets right), at `cost` x PASS_S per forward pass; with chance `unsure` it pays one pass
-    and proposes nothing (a draft that stopped at its first, unsure token)."""
+    and proposes nothing (a draft that stopped at its first, unsure token). Held, it may go
+    unasked, as a draft model may (`AutoDraft.rests`); `asks` counts the cycles that asked it."""
+
+    rests_when_held = True
 
     def __init__(self, clock: Clock, target: ScriptedTarget, cost: float, acceptance: float,
                  unsure: float = 0.0) -> None:
@@ -65,6 +68,7 @@ class CostedDrafter(ScriptedDrafter):
         self.clock, self.target, self.cost = clock, target, cost
         self.acceptance, self.unsure = acceptance, unsure
         self.rng = np.random.default_rng(11)
+        self.asks = 0
 
     def _script(self, context: Sequence[int], k: int) -> list[int]:
         tokens: list[int] = []
@@ -76,6 +80,7 @@ class CostedDrafter(ScriptedDrafter):
     def propose(self, context: Sequence[int], budget: Budget, cfg: SamplingConfig,
                 rng: np.random.Generator) -> Proposal:
         proposal = Proposal(source=self.source)
+        self.asks += 1
         k = budget.k(self.source)  # asked once a cycle, as every drafter does
         if k <= 0:
             return proposal  # held: no pass, nothing to pay
@@ -129,6 +134,37 @@ def test_a_draft_that_costs_63_percent_of_a_pass_at_70_percent_acceptance_holds_
     text = held.describe()
     assert text.startswith("this draft costs 63 % of a target pass: it pays only above ~")
     assert text.endswith("holding at K = 0")
+
+
+def held_run(clock: Clock) -> tuple[list[tuple[object, ...]], int, float]:
+    """A dear draft's reply and the next (held through most of both): each cycle's K, drafted,
+    accepted, probe and held reason, how many cycles asked the drafter, the virtual seconds."""
+    clock.t = 0.0
+    gen, drafter = pair(clock, cost=0.63, acceptance=0.7, row=0.25)
+    gen.reset()
+    reply(gen, 0, 100)
+    seen: list[tuple[object, ...]] = []
+    for _ in range(2):
+        gen.reset()
+        cycles, _ = reply(gen, AUTO, 300)
+        seen += [(c.cycle.k, c.cycle.drafted, c.cycle.accepted, c.cycle.probe,
+                  c.cycle.held.describe() if c.cycle.held else None) for c in cycles]
+    return seen, drafter.asks, clock.t
+
+
+def test_a_held_draft_rests_unasked_and_every_decision_is_the_one_asking_makes(
+        clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fully held, most cycles ask the drafter nothing (its ask was most of a held cycle's cost
+    over a plain one), yet every cycle's K, probe and shown reason, and the time taken, are what
+    they are when it is asked every cycle: the rested cycles count for the hold as asks would."""
+    rested, asked_rested, t_rested = held_run(clock)
+    monkeypatch.setattr(AutoDraft, "rests", lambda self, sources: False)
+    asked, asked_every, t_asked = held_run(clock)
+    assert rested == asked and t_rested == t_asked
+    held = sum(reason is not None and k == 0 for k, _, _, _, reason in asked)
+    assert held > len(asked) // 2
+    assert asked_every >= held  # asked every cycle (a plain baseline step asks nothing)
+    assert asked_rested <= asked_every - held // 2  # most held cycles rested
 
 
 def test_a_cheap_draft_that_agrees_drafts_and_never_holds(clock: Clock) -> None:

@@ -279,6 +279,10 @@ class _Reply:
         if wanted == AUTO and self.auto.plain_due():
             wanted = 0  # a plain step now and then: the guard's baseline, measured as things are now
         drafter = self.generator.drafter(control.drafter) if wanted != 0 else None
+        rested = resting_sources(drafter) if wanted == AUTO else None
+        if rested and self.auto.rests(rested):
+            # every drafter held, nothing due: a plain step that asks them nothing, still a held cycle
+            return None, CappedBudget(self.auto, 0, dict.fromkeys(rested, 0))
         remaining = self.config.max_tokens - len(self.tokens) - 1
         cap = min(remaining, self.target.room() - 1, self.target.max_undo, drafter.max_k if drafter else 0)
         inner: Budget = self.auto if wanted == AUTO else FixedBudget(int(wanted))
@@ -320,6 +324,16 @@ class _Reply:
         self._count_traffic()
         yield from self.stream.flush()
         yield Finished(reason, self.stats.snapshot(), tuple(self.tokens), self.stream.text, message, error)
+
+
+def resting_sources(drafter: Drafter | None) -> list[str] | None:
+    """The sources of `drafter` (a chain's members) when each may go unasked while held
+    (`rests_when_held`: a draft model, a lookup); None when one may not (a head reads the
+    target's features every cycle)."""
+    members = drafter.members if isinstance(drafter, ChainDrafter) else [drafter] if drafter is not None else []
+    if not members or not all(getattr(member, "rests_when_held", False) for member in members):
+        return None
+    return [member.source for member in members]
 
 
 def load_generator(

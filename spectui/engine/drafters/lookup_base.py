@@ -66,6 +66,8 @@ class LookupDrafter:
     label = ""
     max_k = MAX_LOOKUP_DRAFT
     """At K = auto; a fixed K caps it as it caps every drafter."""
+    rests_when_held = True
+    """Held, it may go unasked for cycles (`AutoDraft.rests`): it reads the context when next asked."""
 
     def __init__(self, *, gated: bool = True, min_token_prob: float = lookup_gate.MIN_TOKEN_PROB) -> None:
         """`gated=False` proposes every candidate in full (tests of the step)."""
@@ -73,8 +75,9 @@ class LookupDrafter:
         self.min_token_prob = min_token_prob
         self.calibration = Calibration()
         self._awaiting: _Awaiting | None = None
-        self._shadow_in = 0
-        """Cycles allowing no proposal before the next look-up to be judged (`SHADOW_EVERY`)."""
+        self._shadow_at = -SHADOW_EVERY
+        """The context's length at the last look-up allowing no proposal: the next comes
+        `SHADOW_EVERY` tokens on (counted in tokens, so cycles that did not ask count too)."""
 
     def find(self, context: list[int], k: int) -> Candidate | None:
         """Up to `k` tokens that may follow `context`, or None."""
@@ -93,10 +96,9 @@ class LookupDrafter:
         proposal = Proposal(source=self.source)
         k = self._allowed(budget)
         if k <= 0:
-            self._shadow_in -= 1
-            if self._shadow_in > 0:
+            if abs(len(tokens) - self._shadow_at) < SHADOW_EVERY:
                 return proposal  # nothing may be proposed: look up to be judged only now and then
-            self._shadow_in = SHADOW_EVERY
+            self._shadow_at = len(tokens)
         planned = self._plan(tokens, budget, cfg, k)
         if planned is None:
             return proposal

@@ -68,6 +68,8 @@ class DraftModelDrafter:
     """Proposes tokens from a small draft model's own distribution q."""
 
     source = SOURCE
+    rests_when_held = True
+    """Held, it may go unasked for cycles (`AutoDraft.rests`): it reads what it missed when it drafts."""
     max_k = KIND.max_k
 
     def __init__(self, model: LlamaModel) -> None:
