@@ -6,7 +6,8 @@ guard's bookkeeping. This loads a pair, runs the prompts with speculation off an
 (interleaved, `--rounds` times) and prints, per cycle, the host's milliseconds by part
 (`engine.llama.hostcost`: sampling, draft, rollback, bookkeeping) for the plain cycles of the off
 runs and for the held cycles of the auto runs (nothing drafted, one token), and what the other
-auto cycles (drafts, probes, lookups) took against plain ones for their tokens.
+auto cycles (drafts, probes, lookups) took against plain ones for their tokens, in all and by
+the drafter that worked in them (`other:model`, `other:suffix`, ...).
 
     python scripts/held_cycle_cost.py TARGET.gguf DRAFT.gguf --temperature 0.8 --tokens 128 --rounds 2
 
@@ -72,6 +73,7 @@ def run(gen: Generator, tokens: list[int], config: GenerationConfig, k: DraftLen
                 kinds["held"].add(cycle)
             else:
                 kinds["other"].add(cycle)
+                kinds.setdefault(f"other:{cycle.source or 'plain'}", Cycles()).add(cycle)
         elif isinstance(event, Finished):
             tps = event.stats.decode_tps
     return tps
@@ -100,11 +102,13 @@ def main() -> None:
             extra = (held.host.host / held.n - plain.host.host / plain.n) * 1e3
             print(f"a held cycle's host work over a plain one's: {extra:+.3f} ms "
                   f"(plain cycle {statistics.median(plain.step_ms):.2f} ms in the step, median)")
-        other = kinds["other"]
-        if plain.tokens and other.n:
+        if plain.tokens:
             plain_per_token = plain.seconds / plain.tokens
-            print(f"other auto cycles: {other.n}, {other.tokens} tokens in {other.seconds:.3f} s "
-                  f"({other.seconds - other.tokens * plain_per_token:+.3f} s against plain cycles for those tokens)")
+            for name, other in kinds.items():
+                if name.startswith("other") and other.n:
+                    print(f"{name} auto cycles: {other.n}, {other.tokens} tokens in {other.seconds:.3f} s "
+                          f"({other.seconds - other.tokens * plain_per_token:+.3f} s against plain cycles for those "
+                          f"tokens; held cycles took {held.seconds:.3f} s)")
     finally:
         gen.close()
 

@@ -315,6 +315,21 @@ def test_probes_of_a_draft_that_must_catch_up_stay_within_their_share_of_the_tim
     assert unbudgeted < budgeted - 0.01 and more_probes > probes
 
 
+def test_a_probe_that_paid_refunds_nothing_to_the_probe_budget() -> None:
+    """A probe that ran faster than plain steps costs nothing, and pays for no other drafter's
+    probes: a lookup's 11-token probe once emptied the budget, and a hopeless draft's probes then
+    took ~4 % of the time (issue #35, the weak pair at T 0.8)."""
+    budget, plain_tps = pays.ProbeBudget(), 50.0  # plain steps of 20 ms
+    for _ in range(100):
+        budget.add(0.020, 1, plain_tps, probe=False)  # 2 s of plain steps
+    budget.add(0.120, 2, plain_tps, probe=True)  # a draft's probe: 80 ms over plain, 4 % of the time
+    assert not budget.allows()
+    spent = budget.overhead
+    budget.add(0.080, 11, plain_tps, probe=True)  # a lookup's probe that paid: 140 ms under plain
+    assert budget.overhead == pytest.approx(spent * pays.BUDGET_DECAY)  # only the decay
+    assert not budget.allows()
+
+
 def test_the_probe_budget_still_lets_a_draft_that_turned_good_come_back(clock: Clock) -> None:
     """Held while hopeless, the same draft then agrees with the target and costs little: probes in
     budget measure both (a probe that had to catch up goes on one more cycle, so its cost is

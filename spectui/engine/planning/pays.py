@@ -105,11 +105,16 @@ class ProbeBudget:
     elapsed: float = 0.0
 
     def add(self, seconds: float, tokens: int, plain_tps: float, probe: bool) -> None:
-        """One cycle of `seconds` that gave `tokens`; `probe`: it was a held drafter's probe."""
+        """One cycle of `seconds` that gave `tokens`; `probe`: it was a held drafter's probe (what
+        it took over plain steps for its tokens counts; a probe that ran faster counts 0)."""
         self.elapsed = BUDGET_DECAY * self.elapsed + max(seconds, 0.0)
         self.overhead *= BUDGET_DECAY
         if probe and plain_tps > 0:
-            self.overhead = max(0.0, self.overhead + seconds - tokens / plain_tps)
+            # a probe that ran faster than plain steps costs nothing, and refunds nothing: a
+            # lookup's paying probes must not fund a hopeless draft's (issue #35, the weak pair
+            # at T 0.8: a lookup's 11-token probe emptied the budget and the draft's probes then
+            # took ~4 % of the time)
+            self.overhead += max(0.0, seconds - tokens / plain_tps)
 
     def allows(self) -> bool:
         """Whether a probe may run now: the recent probes cost at most `PROBE_SHARE` of the time."""
