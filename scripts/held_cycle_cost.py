@@ -101,14 +101,15 @@ def main() -> None:
         if plain.n and held.n:
             extra = (held.host.host / held.n - plain.host.host / plain.n) * 1e3
             print(f"a held cycle's host work over a plain one's: {extra:+.3f} ms "
-                  f"(plain cycle {statistics.median(plain.step_ms):.2f} ms in the step, median)")
+                  f"(plain cycle {statistics.median(plain.step_ms):.2f} ms in the step, median; "
+                  f"held cycles took {held.seconds:.3f} s in all)")
         if plain.tokens:
             plain_per_token = plain.seconds / plain.tokens
             for name, other in kinds.items():
                 if name.startswith("other") and other.n:
                     print(f"{name} auto cycles: {other.n}, {other.tokens} tokens in {other.seconds:.3f} s "
                           f"({other.seconds - other.tokens * plain_per_token:+.3f} s against plain cycles for those "
-                          f"tokens; held cycles took {held.seconds:.3f} s)")
+                          "tokens)")
     finally:
         gen.close()
 

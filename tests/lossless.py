@@ -65,7 +65,8 @@ class DrawnFrom:
 
     def __init__(self, target, context: list[int]) -> None:
         self.target, self.context = target, list(context)
-        self.rows: dict[tuple[int, ...], list[np.ndarray]] = {}
+        self.rows: dict[tuple[int, ...], dict[bytes, tuple[np.ndarray, int]]] = {}
+        """Per context: each distinct row drawn from after it (by its bytes), and how many times."""
 
     def step(self, run):
         """Run one speculative step (`run()`), keeping the rows its first two tokens were drawn from."""
@@ -73,22 +74,22 @@ class DrawnFrom:
             step = run()
         for n in range(min(2, len(step.tokens))):
             key = tuple(self.context + list(step.tokens[:n]))
-            self.rows.setdefault(key, []).append(recorder.rows[key])
+            row, seen = recorder.rows[key], self.rows.setdefault(key, {})
+            kept, count = seen.get(row.tobytes(), (row, 0))
+            seen[row.tobytes()] = (kept, count + 1)
         return step
 
     def expected(self, tiny_pair, cfg: SamplingConfig, after: tuple[int, ...] = ()) -> sampling.Dist:
         """The mean of the processed distributions of the rows the tokens after `context + after`
         were drawn from, each row checked against a fresh evaluation of that context first."""
         key = tuple(self.context) + tuple(after)
-        rows = self.rows[key]
+        seen = self.rows[key]
         fresh = exact_row(tiny_pair, list(key))
-        n_vocab = fresh.shape[-1]
-        distinct = {row.tobytes(): row for row in rows}
-        dense = {}
-        for raw, row in distinct.items():
+        n_vocab, draws = fresh.shape[-1], sum(count for _, count in seen.values())
+        mean = np.zeros(n_vocab)
+        for row, count in seen.values():
             assert_same_evaluation(row, fresh)
-            dense[raw] = sampling.distribution(row, cfg).dense(n_vocab)
-        mean = np.mean([dense[row.tobytes()] for row in rows], axis=0)
+            mean += count / draws * sampling.distribution(row, cfg).dense(n_vocab)
         want = sampling.distribution(fresh, cfg)
         tv = total_variation(mean, want.dense(n_vocab))
         moved = set(np.flatnonzero(mean).tolist()) ^ set(want.ids.tolist())

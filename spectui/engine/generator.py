@@ -330,8 +330,10 @@ def resting_sources(drafter: Drafter | None) -> list[str] | None:
     """The sources of `drafter` (a chain's members) when each may go unasked while held
     (`rests_when_held`: a draft model, a lookup); None when one may not (a head reads the
     target's features every cycle)."""
-    members = drafter.members if isinstance(drafter, ChainDrafter) else [drafter] if drafter is not None else []
-    if not members or not all(getattr(member, "rests_when_held", False) for member in members):
+    if drafter is None:
+        return None
+    members = drafter.members if isinstance(drafter, ChainDrafter) else [drafter]
+    if not all(getattr(member, "rests_when_held", False) for member in members):
         return None
     return [member.source for member in members]
 
