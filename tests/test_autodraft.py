@@ -193,4 +193,7 @@ def test_a_held_drafter_is_priced_again_when_its_figures_or_the_pass_costs_move(
     for rows in range(2, 8):
         auto.observe(step(rows - 1, 0, 0.0, 0.3 * (1 + 0.1 * (rows - 1)), work=0, source="other"))
     ks = [auto.k(MODEL) for _ in range(REPRICE_EVERY + 1)]
+    assert ks == [0] * len(ks)  # it would pay, but its return (a catch-up, a probe's cost) waits for the budget
+    auto.probes.overhead = 0.0  # the probe budget has room again
+    ks = [auto.k(MODEL) for _ in range(REPRICE_EVERY + 1)]
     assert ks[-1] > 0  # the same draft now pays, seen within REPRICE_EVERY asks

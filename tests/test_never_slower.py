@@ -45,12 +45,14 @@ class CostedTarget(ScriptedTarget):
     def __init__(self, clock: Clock, row: float) -> None:
         super().__init__(bigram_script(N_VOCAB, seed=3), N_VOCAB, n_ctx=8192)
         self.clock, self.row = clock, row
+        self.scale = 1.0
+        """Its passes cost this many times PASS_S (the drafter's do not move with it)."""
 
     def reset(self) -> None:
         self.cached.clear()
 
     def extend(self, tokens: Sequence[int], n_logits: int = 1) -> np.ndarray:
-        self.clock.t += PASS_S * (1 + self.row * (len(tokens) - 1))
+        self.clock.t += self.scale * PASS_S * (1 + self.row * (len(tokens) - 1))
         return super().extend(tokens, n_logits)
 
 
@@ -274,6 +276,8 @@ class CatchingUpDrafter(CostedDrafter):
     def __init__(self, clock: Clock, target: ScriptedTarget, cost: float, acceptance: float, batch: float) -> None:
         super().__init__(clock, target, cost, acceptance)
         self.batch, self.seen = batch, 0
+        self.reads: list[int] = []
+        """The tokens each drafting cycle first read."""
 
     def reset(self) -> None:
         super().reset()
@@ -288,6 +292,7 @@ class CatchingUpDrafter(CostedDrafter):
         if proposal.work:
             self.clock.t += self.batch * PASS_S * behind
             proposal.caught_up, self.seen = behind, len(context) + len(proposal.tokens)
+            self.reads.append(behind)
         return proposal
 
 
@@ -313,6 +318,39 @@ def test_probes_of_a_draft_that_must_catch_up_stay_within_their_share_of_the_tim
     unbudgeted, more_probes = ratio()
     assert budgeted >= 1.0 - 2 * pays.PROBE_SHARE  # the hold's start and its probes, nothing more
     assert unbudgeted < budgeted - 0.01 and more_probes > probes
+
+
+def test_a_held_draft_its_pricing_brings_back_reads_a_probes_window_on_the_probe_budget(clock: Clock) -> None:
+    """Held for its cost, a draft that K = auto's pricing alone brings back (here the target's
+    passes get three times dearer, so the same draft pays) first reads what it missed in the
+    hold. That is a probe's cost (issue #35: a 25-token read, 105 ms against a 25 ms plain step,
+    counted nowhere): it reads only the last CATCH_UP_WINDOW tokens, as a probe does, the probe
+    budget pays for that cycle, and with the budget spent it waits at K = 0."""
+    for budget_spent in (False, True):
+        target = CostedTarget(clock, 0.25)
+        drafter = CatchingUpDrafter(clock, target, cost=0.6, acceptance=0.8, batch=0.1)
+        gen = Generator(target, {"model": drafter}, "model")  # type: ignore[dict-item]
+        gen.reset()
+        reply(gen, 0, 100)
+        gen.reset()
+        auto = gen.auto(GREEDY.greedy)
+        cycles = []
+        for event in gen.generate(PROMPT, GenerationConfig(max_tokens=700, sampling=GREEDY), DraftControl(AUTO)):
+            if isinstance(event, Progress):
+                cycles.append(event.cycle)
+                if len(cycles) == 200:
+                    assert auto.holds["model"].why == "cost" and not any(c.k for c in cycles[-60:])
+                    target.scale, reads = 3.0, len(drafter.reads)  # the draft now costs a fifth of a pass
+                    if budget_spent:
+                        auto.probes.overhead = 1e9
+                    spent = auto.probes.overhead
+        after = cycles[200:]
+        if budget_spent:
+            assert not any(c.k for c in after)
+            continue
+        assert sum(c.k > 0 for c in after) >= len(after) // 2  # it drafts again
+        assert drafter.reads[reads] > 0 and max(drafter.reads[reads:]) <= CATCH_UP_WINDOW
+        assert auto.probes.overhead > spent  # its first cycle counted as a probe's
 
 
 def test_a_probe_that_paid_refunds_nothing_to_the_probe_budget() -> None:

@@ -87,6 +87,12 @@ class DrafterFigures:
     idle_cycles: int = 0
     probe_every: int = PROBE_EVERY
     probing: bool = False
+    returning: bool = False
+    """This cycle it drafts again after a hold for its cost, its pricing alone having moved (not
+    through a probe): a draft model reads only the last window of what it missed, and the cycle
+    counts in the probe budget, as a probe does (`AutoDraft.probing`)."""
+    kept_up: bool = False
+    """Its last ask gave it a k > 0: it drafted then (a probe too), so it has read the text."""
     probe_again: bool = False
     """The probe's cycle caught up on the hold first (not a typical cost): probe one more cycle,
     whose cost is measured."""
@@ -299,7 +305,12 @@ class AutoDraft(BudgetDefaults):
 
     def k(self, source: str) -> int:
         figures = self.of(source)
-        figures.probing = False
+        k = self._ask(source, figures)
+        figures.kept_up = k > 0
+        return k
+
+    def _ask(self, source: str, figures: DrafterFigures) -> int:
+        figures.probing = figures.returning = False
         if not figures.measured or not self.verify:
             figures.last_k = 0  # no plan: nothing to price it with
             return FIRST_GUESS_K
@@ -309,6 +320,13 @@ class AutoDraft(BudgetDefaults):
             return PROBE_K
         if best_k > 0:
             held = self.guard.decide(source)
+            if not held and self._priced_back(source):
+                if not self.probes.allows():  # wait for the budget, and price it again then
+                    best_k = figures.last_k = 0
+                    self._hold(source, "cost")
+                    figures.idle_cycles += 1
+                    return 0
+                figures.returning = True
             if not held:
                 figures.idle_cycles, figures.probe_every = 0, PROBE_EVERY
                 self.holds.pop(source, None)
@@ -323,6 +341,14 @@ class AutoDraft(BudgetDefaults):
             figures.cost_stale = True  # costs measured before the hold may be stale: measure anew
             return PROBE_K
         return 0
+
+    def _priced_back(self, source: str) -> bool:
+        """Whether `source`, held for its cost, is priced back to drafting by its figures alone
+        (no probe paid: the target's passes got cheaper, or noise moved them). Its first cycle
+        reads what it missed in the hold, a probe's cost (issue #35: a 25-token catch-up, 105 ms
+        against a 25 ms plain step, on the weak pair at T 1.0): the probe budget pays for it."""
+        held = self.holds.get(source)
+        return held is not None and held.why == "cost" and not self.of(source).kept_up
 
     def _best_k(self, source: str, figures: DrafterFigures) -> int:
         """The k with the best `expected_speedup` above 1.0 (0: none pays). A held drafter's is
@@ -381,7 +407,7 @@ class AutoDraft(BudgetDefaults):
         """This cycle probes `source` (held at K = 0 by the model or by the guard)."""
         hold = self.guard.holds.get(source)
         figures = self.figures.get(source)
-        return (hold is not None and hold.probing) or (figures is not None and figures.probing)
+        return (hold is not None and hold.probing) or (figures is not None and (figures.probing or figures.returning))
 
     def limit(self, source: str) -> int:
         """K = auto's ceiling for a lookup, which weighs each proposal against its verify rows
