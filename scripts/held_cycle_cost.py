@@ -1,13 +1,13 @@
 """What a held cycle costs beyond a plain one (issue #35: "never slower" on a draft that does not pay).
 
-While K = auto holds a draft at K = 0, each cycle is one target pass, as with speculation off,
-plus what stays ready to speculate: the lookups ahead of the draft, K = auto's asks and the
-guard's bookkeeping. This loads a pair, runs the prompts with speculation off and with K = auto
-(interleaved, `--rounds` times) and prints, per cycle, the host's milliseconds by part
-(`engine.llama.hostcost`: sampling, draft, rollback, bookkeeping) for the plain cycles of the off
-runs and for the held cycles of the auto runs (nothing drafted, one token), and what the other
-auto cycles (drafts, probes, lookups) took against plain ones for their tokens, in all and by
-the drafter that worked in them (`other:model`, `other:suffix`, ...).
+While K = auto holds a draft at K = 0, each cycle is one target pass, as with speculation off, plus
+what stays ready to speculate: the lookups ahead of the draft, K = auto's asks and the guard's
+bookkeeping. This loads a pair, runs the prompts with speculation off and with K = auto
+(interleaved, `--rounds` times, which of the two runs first alternating) and prints, per cycle, the
+host's milliseconds by part (`engine.llama.hostcost`: sampling, draft, rollback, bookkeeping) for
+the plain cycles of the off runs and for the held cycles of the auto runs (nothing drafted, one
+token), and what the other auto cycles (drafts, probes, lookups) took against plain ones for their
+tokens, in all and by the drafter that worked in them (`other:model`, `other:suffix`, ...).
 
     python scripts/held_cycle_cost.py TARGET.gguf DRAFT.gguf --temperature 0.8 --tokens 128 --rounds 2
 
@@ -91,10 +91,14 @@ def main() -> None:
         rendered = [prepare(gen, work.chat_format, work.request(p, i)).tokens for i, p in enumerate(prompts)]
         kinds = {"plain": Cycles(), "held": Cycles(), "other": Cycles()}
         ratios = []
-        for _ in range(args.rounds):
-            for tokens in rendered:
-                off = run(gen, tokens, config, 0, kinds)
-                auto = run(gen, tokens, config, AUTO, kinds)
+        for r in range(args.rounds):
+            for i, tokens in enumerate(rendered):
+                if (r + i) % 2:  # ABBA: which runs first alternates, so neither side gets the warm (or cold) slot
+                    auto = run(gen, tokens, config, AUTO, kinds)
+                    off = run(gen, tokens, config, 0, kinds)
+                else:
+                    off = run(gen, tokens, config, 0, kinds)
+                    auto = run(gen, tokens, config, AUTO, kinds)
                 ratios.append(round(auto / off, 3) if off > 0 else None)
         plain, held = kinds["plain"], kinds["held"]
         print(json.dumps({kind: cycles.summary() for kind, cycles in kinds.items()} | {"ratios": ratios}))
