@@ -17,10 +17,11 @@ from virtual_clock import Clock, install
 
 from spectui.engine.doubles.scripted_drafter import ScriptedDrafter
 from spectui.engine.doubles.scripted_target import ScriptedTarget, bigram_script
-from spectui.engine.drafters.model import CATCH_UP_WINDOW
+from spectui.engine.drafters.chain import members_of
+from spectui.engine.drafters.model import CATCH_UP_WINDOW, DraftModelDrafter
 from spectui.engine.events import Finished, HoldBack, Progress
 from spectui.engine.generation_config import AUTO, DraftControl, GenerationConfig, SamplingConfig
-from spectui.engine.generator import Generator
+from spectui.engine.generator import Generator, load_generator
 from spectui.engine.planning import pays
 from spectui.engine.planning.autodraft import AutoDraft
 from spectui.engine.planning.pays import FIRST_PROBE, LAST_PROBE, PLAIN_EVERY, RELEASE_PROBES, PaysGuard
@@ -249,6 +250,44 @@ def test_a_new_reply_probes_a_held_draft_on_its_first_cycle_when_probes_are_in_b
     assert all(c.cycle.k == 0 for c in cycles[:8])
 
 
+class ReadingDrafter(CostedDrafter):
+    """A draft model's double that may leave a prompt unread (`prefill_optional`), as the real one
+    may; `prefills` counts the prompts it read."""
+
+    prefill_optional = True
+
+    def __init__(self, clock: Clock, target: ScriptedTarget, cost: float, acceptance: float) -> None:
+        super().__init__(clock, target, cost, acceptance)
+        self.prefills = 0
+
+    def prefill(self, context: Sequence[int]) -> None:
+        self.prefills += 1
+
+
+def test_a_held_draft_with_no_probe_due_leaves_the_prompt_unread(clock: Clock) -> None:
+    """Reading the prompt with a draft that will not draft only makes the first token later: held
+    with the probe budget spent it reads none; held with a probe due on the first cycle, it reads
+    the prompt, so the probe drafts at once; with speculation off it reads none."""
+    target = CostedTarget(clock, 0.2)
+    drafter = ReadingDrafter(clock, target, cost=0.9, acceptance=0.8)
+    gen = Generator(target, {"model": drafter}, "model")  # type: ignore[dict-item]
+    gen.reset()
+    reply(gen, 0, 100)
+    assert drafter.prefills == 0  # speculation off
+    gen.reset()
+    _, dear = reply(gen, AUTO, 300)
+    assert dear.stats.held is not None and drafter.prefills == 1
+    auto = gen.auto(GREEDY.greedy)
+    auto.probes.overhead = 1e9  # the probe budget spent: no probe on the next reply's first cycle
+    gen.reset()
+    cycles, _ = reply(gen, AUTO, 40)
+    assert drafter.prefills == 1 and cycles[0].cycle.k == 0
+    auto.probes.overhead = 0.0
+    gen.reset()
+    cycles, _ = reply(gen, AUTO, 40)
+    assert drafter.prefills == 2 and cycles[0].cycle.k > 0  # read, then probed at once
+
+
 def test_a_disturbed_plain_speed_does_not_hold_speculation_back_for_the_run(clock: Clock) -> None:
     """The plain speed was measured on a quiet moment, then the machine got twice as slow: the
     speculative cycles, measured slow, look slower than that stale baseline and are held; the
@@ -472,6 +511,9 @@ def test_the_reason_reads_plainly() -> None:
     cost = HoldBack("model", "cost", 0.63, 0.68, 0.9)
     assert cost.describe() == ("this draft costs 63 % of a target pass: it pays only above ~90 % acceptance "
                                "(now 68 % accepted); holding at K = 0")
+    returning = HoldBack("model", "cost", 0.24, 0.47, 0.29)  # priced back, its return waiting for a try
+    assert returning.describe() == ("this draft costs 24 % of a target pass (47 % accepted): it should pay "
+                                    "again; holding at K = 0 until its next try")
     never = HoldBack("model", "cost", 1.2, 0.95, None)
     assert "it cannot pay here even at 100 % acceptance" in never.describe()
     slower = HoldBack("model", "slower", 0.45, 0.93, 0.8, realised=0.82)
@@ -686,3 +728,23 @@ def test_a_held_drafter_near_break_even_stays_held() -> None:
     assert guard.decide("model") is True
     probes(130.0)
     assert guard.decide("model") is False and "model" not in guard.holds
+
+
+def test_with_speculation_off_the_draft_model_leaves_the_prompt_unread(tiny_pair) -> None:
+    """The real draft model, in the chain it is loaded in: a K = 0 reply leaves its cache empty
+    (it used to read every prompt, which only made the first token later), and a K = 2 reply
+    after it reads what it missed and gives the same greedy tokens."""
+    gen = load_generator(tiny_pair.target, tiny_pair.draft, n_ctx=256, n_threads=1)
+    try:
+        draft = next(m for m in members_of(gen.drafter()) if isinstance(m, DraftModelDrafter))
+        config = GenerationConfig(max_tokens=12, sampling=GREEDY)
+        prompt = [1, 5, 9, 13, 17, 21]
+        gen.reset()
+        off = list(gen.generate(prompt, config, DraftControl(0)))[-1]
+        assert isinstance(off, Finished) and draft.model.cached == []
+        gen.reset()
+        on = list(gen.generate(prompt, config, DraftControl(2)))[-1]
+        assert isinstance(on, Finished) and on.tokens == off.tokens
+        assert draft.model.cached[: len(prompt)] == prompt
+    finally:
+        gen.close()

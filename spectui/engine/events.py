@@ -71,6 +71,9 @@ class HoldBack:
                         "holding at K = 0 until it clearly pays, trying again now and then")
             return (f"speculation ran at {self.realised:.2f}x speculation off ({cost}, {now}): "
                     "holding at K = 0, trying again now and then")
+        if self.breakeven is not None and self.acceptance >= self.breakeven:
+            # priced back to drafting, its return waiting for a try (`AutoDraft._priced_back`)
+            return f"{cost} ({now}): it should pay again; holding at K = 0 until its next try"
         pays = ("it cannot pay here even at 100 % acceptance" if self.breakeven is None
                 else f"it pays only above ~{_percent(self.breakeven)} acceptance")
         return f"{cost}: {pays} (now {now}); holding at K = 0"

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from spectui.engine import drafters as registry
-from spectui.engine.drafters.chain import ChainDrafter
+from spectui.engine.drafters.chain import ChainDrafter, members_of
 from spectui.engine.drafters.spec import BuildContext, DrafterInfo, DrafterSpec, HistorySource
 from spectui.engine.events import (
     TARGET,
@@ -204,9 +204,9 @@ class _Reply:
         if len(prompt) >= self.target.n_ctx:
             raise ContextFullError.of(self.target.n_ctx)
         self.generator.check_health()
-        first, scored = self._prefill(prompt, self.generator.drafter(control.drafter))
         if control.effective_k() == AUTO:
             self.auto.new_reply()
+        first, scored = self._prefill(prompt, self.generator.drafter(control.drafter), control)
         context = [*prompt, first]
         pieces, reason, emitted = self._accept([first], drafted=0, source=TARGET)
         self.stats.generated_tokens = emitted
@@ -257,9 +257,12 @@ class _Reply:
             yield progress
         yield from self.finish(reason)
 
-    def _prefill(self, prompt: list[int], drafter: Drafter | None) -> tuple[int, TokenLogprob | None]:
+    def _prefill(self, prompt: list[int], drafter: Drafter | None,
+                 control: DraftControl) -> tuple[int, TokenLogprob | None]:
         """Read the prompt (only the part not already cached) and pick the first token (and its
-        log-probability, when asked for)."""
+        log-probability, when asked for). A draft model that will not draft soon leaves it
+        unread (`prefill_optional`): with speculation off, or held by K = auto with no probe on
+        the first cycle, reading it only made the first token later (issue #35)."""
         start = time.perf_counter()
         self.stats.prompt_tokens = len(prompt) - self.target.kept_on_sync(prompt)
         logits = self.target.sync(prompt)
@@ -268,7 +271,13 @@ class _Reply:
         if self.grammar is not None:
             self.grammar.accept(first)
         if drafter is not None:
-            drafter.prefill(prompt)
+            k = control.effective_k()
+            unread = {m.source for m in members_of(drafter) if getattr(m, "prefill_optional", False)
+                      and (k == 0 or (k == AUTO and self.auto.stays_held(m.source)))}
+            if isinstance(drafter, ChainDrafter):
+                drafter.prefill(prompt, unread)
+            elif drafter.source not in unread:
+                drafter.prefill(prompt)
         self.stats.prompt_seconds = time.perf_counter() - start
         return first, scored
 
@@ -332,7 +341,7 @@ def resting_sources(drafter: Drafter | None) -> list[str] | None:
     target's features every cycle)."""
     if drafter is None:
         return None
-    members = drafter.members if isinstance(drafter, ChainDrafter) else [drafter]
+    members = members_of(drafter)
     if not all(getattr(member, "rests_when_held", False) for member in members):
         return None
     return [member.source for member in members]

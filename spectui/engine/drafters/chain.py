@@ -15,7 +15,7 @@ free, instead of the draft model paying a forward pass for every repeated token.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -63,6 +63,11 @@ class Behind(BudgetView):
         return any(lookup.would_propose(grown, ahead, self.cfg) for lookup in self.ahead)
 
 
+def members_of(drafter: Drafter) -> list[Drafter]:
+    """A chain's members in order, else `drafter` alone."""
+    return list(drafter.members) if isinstance(drafter, ChainDrafter) else [drafter]
+
+
 class ChainDrafter:
     def __init__(self, members: Sequence[Drafter]) -> None:
         if not members:
@@ -75,9 +80,12 @@ class ChainDrafter:
         self._lookups_before = [[m for m in self.members[:i] if isinstance(m, Lookup)] for i in range(len(members))]
         """Per member, the lookups ahead of it (a runtime Protocol check each cycle cost ~20 us)."""
 
-    def prefill(self, context: Sequence[int]) -> None:
+    def prefill(self, context: Sequence[int], unread: Container[str] = ()) -> None:
+        """Each member reads the prompt but those named in `unread` (`Generator`: a draft model
+        that will not draft soon)."""
         for member in self.members:
-            member.prefill(context)
+            if member.source not in unread:
+                member.prefill(context)
 
     def propose(self, context: Sequence[int], budget: Budget, cfg: SamplingConfig,
                 rng: np.random.Generator) -> Proposal:

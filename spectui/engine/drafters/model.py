@@ -70,6 +70,9 @@ class DraftModelDrafter:
     source = SOURCE
     rests_when_held = True
     """Held, it may go unasked for cycles (`AutoDraft.rests`): it reads what it missed when it drafts."""
+    prefill_optional = True
+    """Its prompt may go unread while it will not draft (speculation off, or held with no probe
+    due): it reads what it missed when it next drafts, a probe only the last CATCH_UP_WINDOW."""
     max_k = KIND.max_k
 
     def __init__(self, model: LlamaModel) -> None:

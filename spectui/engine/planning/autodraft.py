@@ -266,7 +266,7 @@ class AutoDraft(BudgetDefaults):
         asks (a draft no K pays for waits `probe_every` of them for its probe) counts a rested
         cycle as one, so probes and pricing come at the same cycles as when it is asked."""
         self._awake_in -= 1
-        if self._awake_in <= 0 or not sources or not all(self._stays_held(s) for s in sources):
+        if self._awake_in <= 0 or not sources or not all(self.stays_held(s) for s in sources):
             self._awake_in = AWAKE_EVERY
             return False
         for source in sources:
@@ -278,7 +278,7 @@ class AutoDraft(BudgetDefaults):
         self._holding_asks += len(sources)
         return True
 
-    def _stays_held(self, source: str) -> bool:
+    def stays_held(self, source: str) -> bool:
         """Whether `source`'s ask this cycle would hold it at K = 0 and change nothing but the
         counters `rests` advances (`k` and `limit`, read for what they would do)."""
         held = self.holds.get(source)
