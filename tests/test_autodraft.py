@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from autodraft_cycles import MODEL, feed_cycles, step
 
-from spectui.engine.planning.autodraft import FIRST_GUESS_K, PROBE_EVERY, PROBE_K, REPRICE_EVERY, AutoDraft
+from spectui.engine.planning.autodraft import FIRST_GUESS_K, PROBE_K, REPRICE_EVERY, AutoDraft
+from spectui.engine.planning.figures import PROBE_EVERY
 from spectui.engine.planning.passcosts import STALE_PASSES
 from spectui.engine.planning.pays import LAST_PROBE
 

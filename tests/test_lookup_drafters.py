@@ -35,6 +35,7 @@ from spectui.engine.generation_config import AUTO, DraftControl, GenerationConfi
 from spectui.engine.generator import Generator, load_generator
 from spectui.engine.model.llama_model import LlamaModel
 from spectui.engine.planning import autodraft
+from spectui.engine.planning import figures as drafter_figures
 from spectui.engine.step import speculative
 from spectui.engine.step.drafter import FixedBudget
 from spectui.limits import MAX_DRAFT, MAX_LOOKUP_DRAFT
@@ -320,10 +321,10 @@ def steady(tiny_pair, monkeypatch) -> Generator:
     """A fresh generator whose K = auto prices with a fixed cost model (a pass of n rows 10 ms +
     0.1 ms per row, a draft call 1 ms + 1 ms per forward pass) in place of the seconds this host
     measures: the gate's decisions then do not depend on how busy the machine is."""
-    verify_add, draft_observe = autodraft.VerifyCosts.add, autodraft.DrafterFigures.observe
+    verify_add, draft_observe = autodraft.VerifyCosts.add, drafter_figures.DrafterFigures.observe
     monkeypatch.setattr(autodraft.VerifyCosts, "add",
                         lambda self, rows, _seconds: verify_add(self, rows, 0.010 + 0.0001 * rows))
-    monkeypatch.setattr(autodraft.DrafterFigures, "observe", lambda self, step: draft_observe(
+    monkeypatch.setattr(drafter_figures.DrafterFigures, "observe", lambda self, step: draft_observe(
         self, replace(step, draft_seconds=0.001 + 0.001 * step.proposal.work)))
     generator = load_generator(tiny_pair.target, DrafterSpec(draft=tiny_pair.draft), n_ctx=1024)
     yield generator
