@@ -286,6 +286,12 @@ def test_a_held_draft_with_no_probe_due_leaves_the_prompt_unread(clock: Clock) -
     gen.reset()
     cycles, _ = reply(gen, AUTO, 40)
     assert drafter.prefills == 2 and cycles[0].cycle.k > 0  # read, then probed at once
+    assert "model" in auto.holds
+    auto.of("model").probing = True  # as a reply whose last cycle was a probe leaves it
+    auto.probes.overhead = 1e9
+    gen.reset()
+    reply(gen, AUTO, 40)
+    assert drafter.prefills == 2  # unread: that flag spoke of the last reply's last cycle
 
 
 def test_a_disturbed_plain_speed_does_not_hold_speculation_back_for_the_run(clock: Clock) -> None:
@@ -630,6 +636,20 @@ def test_the_held_cycle_script_prices_plain_and_auto_cycles_by_part(tiny_pair) -
     assert held["cycles"] + other["cycles"] > 0
     assert {"sampling", "draft", "bookkeeping"} <= set(plain["host_ms_per_cycle"])
     assert len(report["ratios"]) == 1
+
+
+def test_the_prompt_read_script_times_k_0_with_and_without_the_drafts_read(tiny_pair) -> None:
+    """scripts/prompt_read_cost.py (BENCHMARKS, "Never slower": what the draft's prompt read cost)
+    still runs, and times K = 0's prompt read both ways, each round once per prompt."""
+    import json
+
+    stdout = run_script("prompt_read_cost.py", str(tiny_pair.target), str(tiny_pair.draft), "--tokens", "8",
+                        "--rounds", "2", "--threads", "1", "--prompt", "Tell me about the wind")
+    report = json.loads(next(line for line in stdout.splitlines() if line.startswith("{")))
+    medians = report["median_ms"]
+    assert medians["K = 0, draft reads"] > 0 and medians["K = 0, draft skips"] > 0
+    assert set(medians) <= {"K = 0, draft reads", "K = 0, draft skips", "held, draft reads", "held, draft skips"}
+    assert report["prompt_tokens"][0] > 0
 
 
 def test_the_trace_script_prints_each_reply_beside_its_baseline_cycle_by_cycle(tiny_pair) -> None:

@@ -128,7 +128,11 @@ class AutoDraft(BudgetDefaults):
         (a hold made on a poem kept a draft that pays on code at K = 0 for the next replies: issue
         #35's sweep, the costly draft at T 1.0 held through prompts where it ran 1.1-1.37x), and
         a draft model has just read the prompt, so it drafts at once instead of first reading what
-        it missed (90-110 ms on the demo's draft, against 25-30 ms for the probe itself)."""
+        it missed (90-110 ms on the demo's draft, against 25-30 ms for the probe itself).
+        Without a probe, a held draft model leaves the prompt unread (`stays_held`)."""
+        for figures in self.figures.values():
+            # they said what the last reply's last cycle did: this reply's first is yet to be asked
+            figures.probing = figures.returning = False
         if not self.holds or not self.probes.allows():
             return
         self.guard.probe_all()
