@@ -20,15 +20,12 @@ import json
 import statistics
 from dataclasses import dataclass, field
 
-from pair_script import load_pair, pair_parser  # scripts/, beside this file (the script's own folder is on the path)
+from pair_script import add_rounds, load_pair, pair_parser, render  # scripts/, beside this file
 
-from spectui import argtypes
-from spectui.bench import workload
 from spectui.engine.events import CycleStats, Finished, Progress
 from spectui.engine.generation_config import AUTO, DraftControl, DraftLength, GenerationConfig
 from spectui.engine.generator import Generator
 from spectui.engine.llama.hostcost import HostCost
-from spectui.session.reply import prepare
 
 PROMPTS = ("Write a short poem about the sea.",
            "How do I sort a list of numbers in Python? Explain briefly.",
@@ -81,14 +78,11 @@ def run(gen: Generator, tokens: list[int], config: GenerationConfig, k: DraftLen
 
 def main() -> None:
     parser = pair_parser(__doc__.splitlines()[0], temperature=0.8, tokens=128, threads=2)
-    parser.add_argument("--rounds", type=argtypes.repeat, default=2)
-    parser.add_argument("--prompt", action="append", help="instead of the three default prompts (repeatable)")
+    add_rounds(parser, rounds=2, prompts="three")
     args = parser.parse_args()
     gen, config = load_pair(args)
     try:
-        prompts = args.prompt or list(PROMPTS)
-        work = workload(gen, prompts, config, None)
-        rendered = [prepare(gen, work.chat_format, work.request(p, i)).tokens for i, p in enumerate(prompts)]
+        rendered = render(gen, config, args.prompt or list(PROMPTS))
         kinds = {"plain": Cycles(), "held": Cycles(), "other": Cycles()}
         ratios = []
         for r in range(args.rounds):

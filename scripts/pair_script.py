@@ -10,10 +10,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from spectui import argtypes
+from spectui.bench import workload
 from spectui.engine.drafters.spec import DrafterSpec
 from spectui.engine.generation_config import LLAMA_CPP_SAMPLING, GenerationConfig
 from spectui.engine.generator import Generator, load_generator
 from spectui.errors import SpectuiError
+from spectui.session.reply import prepare
 
 
 def pair_parser(description: str, *, temperature: float, tokens: int, threads: int) -> argparse.ArgumentParser:
@@ -38,3 +40,15 @@ def load_pair(args: argparse.Namespace, drafter: str = "auto") -> tuple[Generato
     config = GenerationConfig(max_tokens=args.tokens,
                               sampling=replace(LLAMA_CPP_SAMPLING, temperature=args.temperature, seed=1))
     return gen, config
+
+
+def add_rounds(parser: argparse.ArgumentParser, *, rounds: int, prompts: str) -> None:
+    """--rounds (default `rounds`) and --prompt (repeatable, instead of the script's `prompts`)."""
+    parser.add_argument("--rounds", type=argtypes.repeat, default=rounds)
+    parser.add_argument("--prompt", action="append", help=f"instead of the {prompts} default prompts (repeatable)")
+
+
+def render(gen: Generator, config: GenerationConfig, prompts: list[str]) -> list[list[int]]:
+    """Each prompt as `spectui bench` feeds it to the pair: its tokens, chat template applied."""
+    work = workload(gen, prompts, config, None)
+    return [prepare(gen, work.chat_format, work.request(p, i)).tokens for i, p in enumerate(prompts)]

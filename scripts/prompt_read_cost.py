@@ -21,15 +21,12 @@ import json
 import statistics
 from dataclasses import replace
 
-from pair_script import load_pair, pair_parser  # scripts/, beside this file
+from pair_script import add_rounds, load_pair, pair_parser, render  # scripts/, beside this file
 
-from spectui import argtypes
-from spectui.bench import workload
 from spectui.engine.drafters.model import DraftModelDrafter
 from spectui.engine.events import Finished
 from spectui.engine.generation_config import AUTO, DraftControl, DraftLength, GenerationConfig
 from spectui.engine.generator import Generator
-from spectui.session.reply import prepare
 
 PROMPTS = ("How do I sort a list of numbers in Python? Explain briefly.",
            "Write a Python function that checks whether a string is a palindrome.",
@@ -47,14 +44,11 @@ def prompt_ms(gen: Generator, tokens: list[int], config: GenerationConfig, k: Dr
 
 def main() -> None:
     parser = pair_parser(__doc__.splitlines()[0], temperature=1.0, tokens=64, threads=2)
-    parser.add_argument("--rounds", type=argtypes.repeat, default=4)
-    parser.add_argument("--prompt", action="append", help="instead of the four default prompts (repeatable)")
+    add_rounds(parser, rounds=4, prompts="four")
     args = parser.parse_args()
     gen, config = load_pair(args)
     try:
-        prompts = args.prompt or list(PROMPTS)
-        work = workload(gen, prompts, config, None)
-        rendered = [prepare(gen, work.chat_format, work.request(p, i)).tokens for i, p in enumerate(prompts)]
+        rendered = render(gen, config, args.prompt or list(PROMPTS))
         for tokens in rendered * 2:  # K = auto learns the pair: a draft that does not pay is held
             prompt_ms(gen, tokens, config, AUTO)
         auto = gen.auto(config.sampling.greedy)
