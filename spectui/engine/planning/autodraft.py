@@ -206,20 +206,16 @@ class AutoDraft(BudgetDefaults):
             figures.probe_again, figures.probing = False, True
             return PROBE_K
         if best_k > 0:
-            held = self.guard.decide(source)
-            if not held and self._priced_back(source):
-                if not self.probes.allows():  # wait for the budget, and price it again then
-                    best_k = figures.last_k = 0
-                    self._hold(source, "cost")
-                    figures.idle_cycles += 1
-                    return 0
-                figures.returning = True
-            if not held:
+            if self.guard.decide(source):
+                self._hold(source, "slower")
+                return 0
+            returning = self._priced_back(source)
+            if not returning or self.probes.allows():
+                figures.returning = returning
                 figures.idle_cycles, figures.probe_every = 0, PROBE_EVERY
                 self.holds.pop(source, None)
                 return best_k
-            self._hold(source, "slower")
-            return 0
+            figures.last_k = 0  # its return waits for the probe budget: held for its cost, priced again then
         self._hold(source, "cost")
         figures.idle_cycles += 1
         if figures.idle_cycles >= figures.probe_every and self.probes.allows():
