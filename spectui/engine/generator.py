@@ -270,14 +270,11 @@ class _Reply:
         scored = token_logprob(logits, first, self.config.logprobs) if self.config.logprobs is not None else None
         if self.grammar is not None:
             self.grammar.accept(first)
-        if drafter is not None:
-            k = control.effective_k()
-            unread = {m.source for m in members_of(drafter) if getattr(m, "prefill_optional", False)
-                      and (k == 0 or (k == AUTO and self.auto.stays_held(m.source)))}
-            if isinstance(drafter, ChainDrafter):
-                drafter.prefill(prompt, unread)
-            elif drafter.source not in unread:
-                drafter.prefill(prompt)
+        k = control.effective_k()
+        for member in members_of(drafter) if drafter is not None else ():
+            optional = getattr(member, "prefill_optional", False)
+            if not (optional and (k == 0 or (k == AUTO and self.auto.stays_held(member.source)))):
+                member.prefill(prompt)
         self.stats.prompt_seconds = time.perf_counter() - start
         return first, scored
 

@@ -15,7 +15,7 @@ free, instead of the draft model paying a forward pass for every repeated token.
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -80,12 +80,9 @@ class ChainDrafter:
         self._lookups_before = [[m for m in self.members[:i] if isinstance(m, Lookup)] for i in range(len(members))]
         """Per member, the lookups ahead of it (a runtime Protocol check each cycle cost ~20 us)."""
 
-    def prefill(self, context: Sequence[int], unread: Container[str] = ()) -> None:
-        """Each member reads the prompt but those named in `unread` (`Generator`: a draft model
-        that will not draft soon)."""
+    def prefill(self, context: Sequence[int]) -> None:
         for member in self.members:
-            if member.source not in unread:
-                member.prefill(context)
+            member.prefill(context)
 
     def propose(self, context: Sequence[int], budget: Budget, cfg: SamplingConfig,
                 rng: np.random.Generator) -> Proposal:
