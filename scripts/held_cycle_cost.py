@@ -87,13 +87,9 @@ def main() -> None:
         ratios = []
         for r in range(args.rounds):
             for i, tokens in enumerate(rendered):
-                if (r + i) % 2:  # ABBA: which runs first alternates, so neither side gets the warm (or cold) slot
-                    auto = run(gen, tokens, config, AUTO, kinds)
-                    off = run(gen, tokens, config, 0, kinds)
-                else:
-                    off = run(gen, tokens, config, 0, kinds)
-                    auto = run(gen, tokens, config, AUTO, kinds)
-                ratios.append(round(auto / off, 3) if off > 0 else None)
+                # which runs first alternates, so neither side always gets the warm (or cold) slot
+                tps = {k: run(gen, tokens, config, k, kinds) for k in ((AUTO, 0) if (r + i) % 2 else (0, AUTO))}
+                ratios.append(round(tps[AUTO] / tps[0], 3) if tps[0] > 0 else None)
         plain, held = kinds["plain"], kinds["held"]
         print(json.dumps({kind: cycles.summary() for kind, cycles in kinds.items()} | {"ratios": ratios}))
         if plain.n and held.n:

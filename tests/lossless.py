@@ -75,8 +75,9 @@ class DrawnFrom:
         for n in range(min(2, len(step.tokens))):
             key = tuple(self.context + list(step.tokens[:n]))
             row, seen = recorder.rows[key], self.rows.setdefault(key, {})
-            kept, count = seen.get(row.tobytes(), (row, 0))
-            seen[row.tobytes()] = (kept, count + 1)
+            digest = row.tobytes()
+            kept, count = seen.get(digest, (row, 0))
+            seen[digest] = (kept, count + 1)
         return step
 
     def expected(self, tiny_pair, cfg: SamplingConfig, after: tuple[int, ...] = ()) -> sampling.Dist:
