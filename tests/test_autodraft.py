@@ -179,7 +179,7 @@ def test_a_held_drafter_is_priced_again_when_its_figures_or_the_pass_costs_move(
     priced = []
     speedups = auto.speedups
     monkeypatch.setattr(auto, "speedups", lambda source, longest: priced.append(source) or speedups(source, longest))
-    auto.probes.overhead = float("inf")  # no probe budget left: every ask answers 0
+    auto.probes.spend_all()  # no probe budget left: every ask answers 0
     assert auto.k(MODEL) == 0 and MODEL in auto.holds  # held: a draft token costs most of a pass
     asks = 3 * REPRICE_EVERY
     assert [auto.k(MODEL) for _ in range(asks)] == [0] * asks
@@ -195,6 +195,6 @@ def test_a_held_drafter_is_priced_again_when_its_figures_or_the_pass_costs_move(
         auto.observe(step(rows - 1, 0, 0.0, 0.3 * (1 + 0.1 * (rows - 1)), work=0, source="other"))
     ks = [auto.k(MODEL) for _ in range(REPRICE_EVERY + 1)]
     assert ks == [0] * len(ks)  # it would pay, but its return (a catch-up, a probe's cost) waits for the budget
-    auto.probes.overhead = 0.0  # the probe budget has room again
+    auto.probes.refill()  # the probe budget has room again
     ks = [auto.k(MODEL) for _ in range(REPRICE_EVERY + 1)]
     assert ks[-1] > 0  # the same draft now pays, seen within REPRICE_EVERY asks

@@ -20,9 +20,9 @@ fresh, so a baseline measured on a quiet (or busy) moment cannot decide for the 
 A probe is not free: a draft model held for a while must first read every token it missed, then
 draft, then the target verifies. On a draft that cannot pay (too weak, or too costly) those probes
 were what was left of the loss (issue #35's sweep: 0.94-0.95x at T 0.8 and 1.0 with a draft held
-in 94 % of passes). So probes also wait until what they cost, over what plain steps would have
-taken for their tokens, is at most `PROBE_SHARE` of the recent time (`ProbeBudget`): a costly
-probe of a hopeless draft comes rarely, a cheap one (a free lookup's rows) as often as before.
+in 94 % of passes). So probes are paid out of `PROBE_SHARE` of the decode time (`ProbeBudget`:
+what each cost over what plain steps would have taken for its tokens): a costly probe of a
+hopeless draft comes rarely, a cheap one (a free lookup's rows) as often as before.
 
 Both rates are exponentially weighted over about the last seven cycles of each kind (`DECAY`), so
 they follow the text (a loop the lookups predict, then prose) and the machine as they change.
@@ -62,12 +62,18 @@ CHANGED = 0.4
 doubles moves it by half; at 0.25 a busy machine's noise alone (its recent plain rate moving by a
 quarter) set probes off every few dozen cycles, each a slower cycle."""
 PROBE_SHARE = 0.01
-"""Probes of held drafters may cost at most this share of the recent decode time (their wall
+"""Probes of held drafters may cost at most this share of the decode time (their wall
 time over what plain steps would have taken for the tokens they gave). At 2 % the too-weak draft's
 probes (~100 ms each: a 64-token catch-up on a draft 40-57 % of a target pass, then a steady
 cycle) still took 4-5 % of 48-token replies at T 0.8 (issue #35's sweep, 2026-11-27: 0.92x)."""
-BUDGET_DECAY = 0.998
-"""Weight of history in the probe budget, per cycle: about the last 500 cycles count."""
+BANK_SECONDS = 10.0
+"""The most decode time whose probe share the budget saves up (0.1 s of probes at 1 %: two or
+three probes of the weak pair's draft, 40-70 ms each). The budget was a decayed sum of the
+probes' overhead against a decayed sum of the time (about the last 500 cycles), with a probe let in
+whenever the first was under `PROBE_SHARE` of the second: a probe that costs about the whole
+allowance (the weak draft's: ~50 ms, 5 plain cycles, against 1 % of ~500 10-ms cycles) took it to
+twice that, and the decay, proportional to what was spent, paid it back faster than the share:
+~1.4 % of the time went to probes, 2 % in a short run (issue #35, tenth session)."""
 
 
 @dataclass
@@ -99,26 +105,37 @@ class Rate:
 
 @dataclass
 class ProbeBudget:
-    """What probes cost beyond plain steps, against the time that went by: both decayed per cycle."""
+    """What probes may cost beyond plain steps, paid out of a share of the decode time (a token
+    bucket): each cycle banks `PROBE_SHARE` of its seconds, a probe's cycle takes what it cost over
+    plain steps for its tokens, and a probe waits while the balance is below zero. Over any long
+    stretch probes thus cost at most `PROBE_SHARE` of the time, plus the one probe that started it;
+    at most `BANK_SECONDS`' share is saved up, so a long quiet stretch funds no burst of probes."""
 
-    overhead: float = 0.0
-    elapsed: float = 0.0
+    balance: float = 0.0
+    """Seconds of probe overhead in hand (negative: a probe's debt, repaid by the cycles after it)."""
 
     def add(self, seconds: float, tokens: int, plain_tps: float, probe: bool) -> None:
         """One cycle of `seconds` that gave `tokens`; `probe`: it was a held drafter's probe (what
         it took over plain steps for its tokens counts; a probe that ran faster counts 0)."""
-        self.elapsed = BUDGET_DECAY * self.elapsed + max(seconds, 0.0)
-        self.overhead *= BUDGET_DECAY
+        self.balance = min(self.balance + PROBE_SHARE * max(seconds, 0.0), PROBE_SHARE * BANK_SECONDS)
         if probe and plain_tps > 0:
             # a probe that ran faster than plain steps costs nothing, and refunds nothing: a
             # lookup's paying probes must not fund a hopeless draft's (issue #35, the weak pair
             # at T 0.8: a lookup's 11-token probe emptied the budget and the draft's probes then
             # took ~4 % of the time)
-            self.overhead += max(0.0, seconds - tokens / plain_tps)
+            self.balance -= max(0.0, seconds - tokens / plain_tps)
 
     def allows(self) -> bool:
-        """Whether a probe may run now: the recent probes cost at most `PROBE_SHARE` of the time."""
-        return self.overhead <= PROBE_SHARE * self.elapsed
+        """Whether a probe may run now: nothing is owed for the ones before it."""
+        return self.balance >= 0.0
+
+    def refill(self) -> None:
+        """Hold all that may be saved up (tests and scripts: probes are in budget)."""
+        self.balance = PROBE_SHARE * BANK_SECONDS
+
+    def spend_all(self) -> None:
+        """Owe more than any run repays (tests and scripts: no probe from here on)."""
+        self.balance = float("-inf")
 
 
 @dataclass
