@@ -441,6 +441,26 @@ def test_probes_cost_at_most_their_share_of_the_time_however_dear_each_is(probe_
     assert spent / elapsed <= pays.PROBE_SHARE * 1.01  # the share, and the one probe that opened the run
 
 
+def test_the_probe_budget_decides_alike_for_a_slow_target_and_a_fast_one() -> None:
+    """The same cycles, at 1/128 s and at 1/16 s a plain step (a 135M target's pass here, and a
+    widened 1.8B's): a stretch with no probe wanted (a draft that pays), then a probe wanted on
+    every cycle, each costing 3 plain steps over what it gives. Probes are let in at the same
+    cycles, the burst the stretch saved up included. A budget that saved up at most 10 s' share
+    let the slow target's burst in as half a probe, the fast one's as four (issue #35, tenth
+    session). Powers of two, so the scaled sums are exact."""
+    def allowed(step: float) -> list[int]:
+        budget, plain_tps, at = pays.ProbeBudget(), 1 / step, []
+        for cycle in range(20_000):
+            probe = cycle >= 3_000 and budget.allows()
+            if probe:
+                at.append(cycle)
+            budget.add(step * (4 if probe else 1), 1, plain_tps, probe)
+        return at
+
+    fast, slow = allowed(1 / 128), allowed(1 / 16)
+    assert len(fast) > 10 and fast == slow
+
+
 def test_the_probe_budget_still_lets_a_draft_that_turned_good_come_back(clock: Clock) -> None:
     """Held while hopeless, the same draft then agrees with the target and costs little: probes in
     budget measure both (a probe that had to catch up goes on one more cycle, so its cost is

@@ -88,6 +88,28 @@ def measured_auto(verify_seconds_by_rows: dict[int, float]) -> AutoDraft:
     return auto
 
 
+def test_a_plan_prices_the_rows_after_its_first_token_from_the_table_k_was_priced_from():
+    """The wide pair's F16 target on this CPU: a 2-row pass costs 1.6x a 1-row one, each row
+    after it ~0.16x more. After cycles of every size, the recent passes are all 1 and 2 rows (a
+    plan that drafted one token a cycle, and plain steps). The plan must still price a row at
+    what the rows after the first cost, so a sure draft goes on past its first token: priced by
+    the line through those recent passes (every row at 0.6x a pass), it stopped after one (issue
+    #35, tenth session: the wide pair at T 0.8, 1.3x where drafting on ran 1.5x)."""
+    auto = measured_auto({1: 0.064, 2: 0.103, 3: 0.113, 5: 0.134, 9: 0.167})
+    for _ in range(40):  # the recent history: one-token drafts and plain steps
+        for rows, seconds in ((2, 0.103), (2, 0.104), (1, 0.064)):
+            auto.verify.add(rows, seconds)
+    k = auto.k("model")
+    assert k >= 3
+    plan = auto.plan("model")
+    assert plan is not None
+    planner = Planner(plan)
+    while planner.take(0.8) and planner.go_on():
+        pass
+    assert planner.chain >= 3
+    assert plan.row_value < 0.5
+
+
 def test_k_auto_prices_a_row_from_the_verify_passes_it_measured():
     flat = measured_auto({1: 0.050, 3: 0.051, 5: 0.052, 9: 0.053})  # a remote target: rows ~free
     steep = measured_auto({1: 0.025, 3: 0.040, 5: 0.052, 9: 0.080})  # this CPU: ~30 % of a pass per row

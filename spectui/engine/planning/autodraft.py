@@ -23,10 +23,11 @@ in n (on the demo pair a 2-row pass took longer than a 4-row one). Each size kee
 its last few passes, so one slow pass (the first of a new batch shape re-plans llama.cpp's graph)
 does not price that size out for good, and a size not verified for `STALE_PASSES` passes leaves
 the table (one early pass, on a quieter machine, priced 3 rows like 1 for a whole run). Sizes
-not in it are interpolated from their measured neighbours. What one more row costs (a plan's
-price of a tree's candidates) is the slope of a line fitted to the recent passes of every size,
-not the difference between two entries. The table does not depend on the temperature, so greedy
-and sampled replies share it.
+not in it are interpolated from their measured neighbours. What one more row costs a plan's
+tokens after its first (and a tree's candidates) is the mean extra row between 2 and k + 1 rows
+on that table (`row_seconds`): consistent with the k it was priced from, and blind to the first
+extra row, which on a CPU may cost several later ones. The table does not depend on the
+temperature, so greedy and sampled replies share it.
 
 Acceptance is remembered over about the last 30 judged positions (costs over the last 10): at
 T > 0 each judgement is a coin flip, and a short memory let a few unlucky flips drop k to 0.
@@ -358,8 +359,16 @@ class AutoDraft(BudgetDefaults):
         return high
 
     def row_seconds(self, k: int) -> float:
-        """What one more verify row costs: the fitted slope over recent passes, else the mean
-        extra row up to k + 1 rows."""
+        """What one more verify row costs a plan's tokens after its first, `k` being K = auto's
+        k: the mean extra row from 2 rows to k + 1 on the table that k was priced from. The first
+        token's row is paid for by k > 0, and may cost far more than the ones after it: the wide
+        pair's F16 target on this CPU took 1.6x a one-row pass for 2 rows, ~0.16x more for each
+        row up to 8. A line fitted to the recent passes, most of them 1 and 2 rows once a plan
+        drafted one token, priced every row at that first one's cost, and the plan went on
+        drafting one token a cycle (issue #35, tenth session: 1.3x at T 0.8 where drafting 4-6
+        tokens ran 1.5x). With k < 3, the fitted slope, else the mean extra row up to k + 1."""
+        if k >= 3:
+            return max((self.verify_cost(k + 1) - self.verify_cost(2)) / (k - 1), 0.0)
         fitted = self.verify.row_seconds()
         if fitted is not None:
             return max(fitted, 0.0)

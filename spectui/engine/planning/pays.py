@@ -66,14 +66,16 @@ PROBE_SHARE = 0.01
 time over what plain steps would have taken for the tokens they gave). At 2 % the too-weak draft's
 probes (~100 ms each: a 64-token catch-up on a draft 40-57 % of a target pass, then a steady
 cycle) still took 4-5 % of 48-token replies at T 0.8 (issue #35's sweep, 2026-11-27: 0.92x)."""
-BANK_SECONDS = 10.0
-"""The most decode time whose probe share the budget saves up (0.1 s of probes at 1 %: two or
-three probes of the weak pair's draft, 40-70 ms each). The budget was a decayed sum of the
-probes' overhead against a decayed sum of the time (about the last 500 cycles), with a probe let in
+BUDGET_DECAY = 0.998
+"""Weight of history in the probe budget's window, per cycle: about the last 500 cycles count.
+The budget was a decayed sum of the probes' overhead against this window, a probe let in
 whenever the first was under `PROBE_SHARE` of the second: a probe that costs about the whole
 allowance (the weak draft's: ~50 ms, 5 plain cycles, against 1 % of ~500 10-ms cycles) took it to
 twice that, and the decay, proportional to what was spent, paid it back faster than the share:
-~1.4 % of the time went to probes, 2 % in a short run (issue #35, tenth session)."""
+~1.4 % of the time went to probes (issue #35, tenth session). What the bucket may save up is
+this window's share, not a fixed number of seconds' (the first bucket's 10 s): so its decisions
+depend on cycles, not on how long a pass takes (10 s is 1,000 of the demo's passes and 125 of the
+wide pair's, whose one failed probe wastes ~100 ms)."""
 
 
 @dataclass
@@ -108,16 +110,22 @@ class ProbeBudget:
     """What probes may cost beyond plain steps, paid out of a share of the decode time (a token
     bucket): each cycle banks `PROBE_SHARE` of its seconds, a probe's cycle takes what it cost over
     plain steps for its tokens, and a probe waits while the balance is below zero. Over any long
-    stretch probes thus cost at most `PROBE_SHARE` of the time, plus the one probe that started it;
-    at most `BANK_SECONDS`' share is saved up, so a long quiet stretch funds no burst of probes."""
+    stretch probes thus cost at most `PROBE_SHARE` of the time, plus what was saved up before it:
+    at most the share of the recent time (`window`, about the last 500 cycles), so a long stretch
+    without probes funds no burst, and a slow target's probes are let in at the same cycles as a
+    fast one's that cost the same number of its passes."""
 
     balance: float = 0.0
     """Seconds of probe overhead in hand (negative: a probe's debt, repaid by the cycles after it)."""
+    window: float = 0.0
+    """The recent decode time, decayed by `BUDGET_DECAY` a cycle: what may be saved up is its share."""
 
     def add(self, seconds: float, tokens: int, plain_tps: float, probe: bool) -> None:
         """One cycle of `seconds` that gave `tokens`; `probe`: it was a held drafter's probe (what
         it took over plain steps for its tokens counts; a probe that ran faster counts 0)."""
-        self.balance = min(self.balance + PROBE_SHARE * max(seconds, 0.0), PROBE_SHARE * BANK_SECONDS)
+        seconds = max(seconds, 0.0)
+        self.window = BUDGET_DECAY * self.window + seconds
+        self.balance = min(self.balance + PROBE_SHARE * seconds, PROBE_SHARE * self.window)
         if probe and plain_tps > 0:
             # a probe that ran faster than plain steps costs nothing, and refunds nothing: a
             # lookup's paying probes must not fund a hopeless draft's (issue #35, the weak pair
@@ -131,7 +139,7 @@ class ProbeBudget:
 
     def refill(self) -> None:
         """Hold all that may be saved up (tests and scripts: probes are in budget)."""
-        self.balance = PROBE_SHARE * BANK_SECONDS
+        self.balance = PROBE_SHARE * self.window
 
     def spend_all(self) -> None:
         """Owe more than any run repays (tests and scripts: no probe from here on)."""
