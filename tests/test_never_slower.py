@@ -446,7 +446,7 @@ def test_the_probe_budget_decides_alike_for_a_slow_target_and_a_fast_one() -> No
     widened 1.8B's): a stretch with no probe wanted (a draft that pays), then a probe wanted on
     every cycle, each costing 3 plain steps over what it gives. Probes are let in at the same
     cycles, the burst the stretch saved up included. A budget that saved up at most 10 s' share
-    let the slow target's burst in as half a probe, the fast one's as four (issue #35, tenth
+    let one probe of the burst in on the slow target and five on the fast one (issue #35, tenth
     session). Powers of two, so the scaled sums are exact."""
     def allowed(step: float) -> list[int]:
         budget, plain_tps, at = pays.ProbeBudget(), 1 / step, []
