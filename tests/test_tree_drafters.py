@@ -94,7 +94,7 @@ def test_a_plan_prices_the_rows_after_its_first_token_from_the_table_k_was_price
     plan that drafted one token a cycle, and plain steps). The plan must still price a row at
     what the rows after the first cost, so a sure draft goes on past its first token: priced by
     the line through those recent passes (every row at 0.6x a pass), it stopped after one (issue
-    #35, tenth session: the wide pair at T 0.8, 1.3x where drafting on ran 1.5x)."""
+    #35, tenth session: the wide pair at T 0.8, 1.3x where drafting on ran 1.8x)."""
     auto = measured_auto({1: 0.064, 2: 0.103, 3: 0.113, 5: 0.134, 9: 0.167})
     for _ in range(40):  # the recent history: one-token drafts and plain steps
         for rows, seconds in ((2, 0.103), (2, 0.104), (1, 0.064)):

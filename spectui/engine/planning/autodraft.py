@@ -365,8 +365,9 @@ class AutoDraft(BudgetDefaults):
         pair's F16 target on this CPU took 1.6x a one-row pass for 2 rows, ~0.16x more for each
         row up to 8. A line fitted to the recent passes, most of them 1 and 2 rows once a plan
         drafted one token, priced every row at that first one's cost, and the plan went on
-        drafting one token a cycle (issue #35, tenth session: 1.3x at T 0.8, and 1.8x once
-        it drafted ~5 tokens a pass). With k < 3, the fitted slope, else the mean extra row up to k + 1."""
+        drafting one token a cycle (issue #35, tenth session: 1.3x at T 0.8, and 1.8x once it
+        drafted ~5 tokens a pass). With k < 3: the fitted slope, else the mean extra row up to
+        k + 1 rows."""
         if k >= 3:
             return max((self.verify_cost(k + 1) - self.verify_cost(2)) / (k - 1), 0.0)
         fitted = self.verify.row_seconds()
